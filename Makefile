@@ -1,0 +1,64 @@
+# perflab: `make lab` sets everything up and starts JupyterLab; `make test` runs every test.
+# Both install what is missing (Debian packages, the locked Python environment,
+# mdBook) and skip what is already there, so a warm re-run takes seconds.
+
+SHELL          := /bin/bash
+UV_VERSION     := 0.13.8
+MDBOOK_VERSION := 0.4.52
+PORT           ?= 8888
+PYTEST_ARGS    ?=
+VENV           := .venv
+TOOLS          := .tools
+UV             := $(TOOLS)/uv/bin/uv
+MDBOOK         := $(TOOLS)/bin/mdbook
+ALLOW_ROOT     := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: lab test setup deps test-deps python bench book clean side-by-side
+
+lab: setup
+	@echo "perflab: JupyterLab on 127.0.0.1:$(PORT); open the URL with the token printed below. Ctrl-C stops it."
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser $(ALLOW_ROOT) \
+	    --ServerApp.default_url=/files/welcome.html --ServerApp.root_dir=$(CURDIR)
+
+test: setup test-deps
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+setup: deps python bench book
+
+deps:
+	@deps/install-debian deps/debian.txt
+
+test-deps:
+	@deps/install-debian deps/debian-test.txt
+
+python: $(VENV)/.synced
+
+$(UV):
+	python3 -m venv $(TOOLS)/uv
+	$(TOOLS)/uv/bin/pip install -q uv==$(UV_VERSION)
+
+# The lock file pins every Python package; --frozen refuses to run if it is stale.
+$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --python python3 --quiet
+	touch $@
+
+$(MDBOOK):
+	cargo install mdbook --version $(MDBOOK_VERSION) --locked --root $(TOOLS)
+
+bench:
+	@$(MAKE) -s -C perflab/native
+	@for lab in labs/[0-9]*/; do $(MAKE) -s -C $$lab || exit 1; done
+
+book: $(MDBOOK)
+	@$(MDBOOK) build book >/dev/null 2>book/build.log || { cat book/build.log; exit 1; }
+
+clean:
+	rm -rf build book/build
+
+# The side-by-side benchmark against the core-to-core-latency crate (not part of `make test`).
+C2C_CRATE_VERSION := 1.2.0
+$(TOOLS)/bin/core-to-core-latency:
+	cargo install core-to-core-latency --version $(C2C_CRATE_VERSION) --locked --root $(TOOLS)
+
+side-by-side: python bench $(TOOLS)/bin/core-to-core-latency
+	$(VENV)/bin/python benchmarks/c2c_side_by_side.py

@@ -1,0 +1,63 @@
+/* perflab_bench.h: the few helpers every perflab benchmark shares.
+ *
+ * Benchmarks print JSON lines on stdout: first one {"type":"meta",...} line
+ * recording how the binary was built, then one {"type":"sample",...} line per
+ * measurement. Errors go to stderr as one line, with exit code 2.
+ */
+#ifndef PERFLAB_BENCH_H
+#define PERFLAB_BENCH_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef PERFLAB_CFLAGS
+#define PERFLAB_CFLAGS "unknown"
+#endif
+
+/* The cache-line size to pad shared data to. 128, not 64: Intel's spatial
+ * prefetcher fetches lines in pairs, which would couple neighbours. */
+#define PERFLAB_LINE 128
+
+static inline uint64_t perflab_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void perflab_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+/* Pin the calling thread to one CPU, or stop with a message that says why. */
+static inline void perflab_pin_self(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int err = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (err)
+        perflab_die("cannot pin to CPU %d: %s (is it online and in this process's cpuset?)", cpu, strerror(err));
+}
+
+static inline void perflab_print_meta(const char *bench)
+{
+    printf("{\"type\":\"meta\",\"bench\":\"%s\",\"compiler\":\"%s\",\"cflags\":\"%s\"}\n",
+           bench, __VERSION__, PERFLAB_CFLAGS);
+}
+
+#endif

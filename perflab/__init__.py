@@ -1,0 +1,1 @@
+"""perflab: make CPU and OS performance phenomena happen on your own machine."""

@@ -1,0 +1,1 @@
+"""Core-to-core latency: load matrices, recover the CPU topology, advise on pinning."""

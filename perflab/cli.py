@@ -1,0 +1,204 @@
+"""The `perflab` command. Options mean the same in every subcommand: -C is a CPU list, as in perf."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable
+
+from .cpulist import parse_cpulist
+from .errors import PerflabError
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .probe import probe
+
+    machine = probe()
+    if args.json:
+        _print_json(machine.to_json())
+    else:
+        print(machine.render())
+    return 0
+
+
+def _run_lab(name: str, args: argparse.Namespace):
+    from .labs import find
+
+    module = find(name).load()
+    return module.run(cpus=args.cpus, quick=args.quick, runs=args.runs, progress=not args.json, wait=not args.no_wait)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .report import run_all
+
+    if args.lab == "all":
+        verdicts, report_path = run_all(cpus=args.cpus, quick=args.quick, runs=args.runs, wait=not args.no_wait,
+                                        progress=not args.json)
+        if args.json:
+            _print_json({"labs": [v.to_json() for v in verdicts], "report": str(report_path)})
+        else:
+            for verdict in verdicts:
+                print(verdict.headline())
+            print(f"report: {report_path}")
+        return 0
+    verdict = _run_lab(args.lab, args)
+    if args.json:
+        _print_json(verdict.to_json())
+    else:
+        print(verdict.headline())
+        for note in verdict.notes:
+            print(f"  - {note}")
+        print(f"results: {verdict.results}")
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from .grading import grade
+
+    report = grade(args.exercise, notebook=args.notebook)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        print(report.render())
+    return 0 if report.status == "passed" else 1
+
+
+def cmd_progress(args: argparse.Namespace) -> int:
+    from .grading import progress
+
+    if args.reset:
+        progress.reset()
+        print(f"progress reset ({progress.progress_path()})")
+    else:
+        print(progress.render())
+    return 0
+
+
+def cmd_c2c_analyze(args: argparse.Namespace) -> int:
+    from .c2c import analyze, load
+    from .c2c.report import render_analysis
+
+    analysis = analyze(load(args.file))
+    if args.json:
+        _print_json(analysis)
+    else:
+        print(render_analysis(analysis))
+    return 0
+
+
+def cmd_c2c_heatmap(args: argparse.Namespace) -> int:
+    from .c2c import analyze, load
+    from .c2c.plots import heatmap
+
+    matrix = load(args.file)
+    heatmap(matrix, analyze(matrix)).savefig(args.output, dpi=120, bbox_inches="tight")
+    print(args.output)
+    return 0
+
+
+def cmd_exercises(args: argparse.Namespace) -> int:
+    from .grading import authoring
+
+    if args.action == "generate":
+        for path in authoring.generate_all():
+            print(path)
+        return 0
+    problems = authoring.author_check()
+    for problem in problems:
+        print(problem)
+    print("author check: " + ("FAILED" if problems else "every solution passes, every untouched exercise fails"))
+    return 1 if problems else 0
+
+
+def _cpus(text: str) -> list[int]:
+    return parse_cpulist(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="perflab", formatter_class=formatter,
+        description="Make CPU and OS performance phenomena happen on this machine, measure them, and say whether they showed.",
+        epilog=_examples("perflab probe", "perflab run core-to-core --quick", "perflab run all --quick",
+                         "perflab grade c2c-harmonic-mean", "perflab c2c analyze results.csv --json"),
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("probe", help="what this machine can show, and where each fact came from", formatter_class=formatter,
+                       epilog=_examples("perflab probe", "perflab probe --json | jq .facts.llc_inclusive",
+                                        "PERFLAB_SYSROOT=tests/fixtures/machines/intel-2s-smt perflab probe"))
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("run", help="run a lab (or all) and print its verdict", formatter_class=formatter,
+                       epilog=_examples("perflab run core-to-core", "perflab run core-to-core --quick -C 0-3",
+                                        "perflab run core-to-core --runs 60 --json", "perflab run all --quick"))
+    p.add_argument("lab", help="lab name (core-to-core, ...) or `all`")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions: a first look in seconds, not a final answer")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON (lab, verdict, reason, effect, results)")
+    p.add_argument("-C", "--cpus", type=_cpus, metavar="LIST", help="CPUs to use, like 0-3,8 (default: all online)")
+    p.add_argument("--runs", type=int, metavar="N", help="interleaved rounds (more runs: narrower confidence intervals)")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if another measurement is running")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("grade", help="grade an exercise notebook", formatter_class=formatter,
+                       epilog=_examples("perflab grade c2c-harmonic-mean", "perflab grade c2c-pipeline-pinning --json",
+                                        "perflab grade c2c-measure-pair --notebook my-copy.ipynb"))
+    p.add_argument("exercise", help="exercise name, as in exercises/manifest.toml")
+    p.add_argument("--notebook", help="grade this notebook instead of the one in exercises/")
+    p.add_argument("--json", action="store_true", help="print each check as JSON")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("progress", help="which exercises you have passed", formatter_class=formatter,
+                       epilog=_examples("perflab progress", "perflab progress --reset"))
+    p.add_argument("--reset", action="store_true", help="forget all progress")
+    p.set_defaults(func=cmd_progress)
+
+    c2c = sub.add_parser("c2c", help="core-to-core latency matrices: the pinning advisor")
+    c2c_sub = c2c.add_subparsers(dest="c2c_command", required=True, metavar="ACTION")
+    p = c2c_sub.add_parser("analyze", help="recover SMT siblings, clusters and sockets; recommend pinning",
+                           formatter_class=formatter,
+                           epilog=_examples("perflab c2c analyze results/core-to-core/20261121T101500Z-matrix.json",
+                                            "perflab c2c analyze perflab/data/c2c/amd-ryzen-9-5950x-3-40ghz-by-nephyrin.csv --json"))
+    p.add_argument("file", help="a core-to-core-latency CSV or a perflab matrix result (.json)")
+    p.add_argument("--json", action="store_true", help="levels, recommended pairs and notes as JSON")
+    p.set_defaults(func=cmd_c2c_analyze)
+    p = c2c_sub.add_parser("heatmap", help="draw a latency matrix as a heatmap PNG", formatter_class=formatter,
+                           epilog=_examples("perflab c2c heatmap perflab/data/c2c/amd-ryzen-9-5950x-3-40ghz-by-nephyrin.csv -o 5950x.png"))
+    p.add_argument("file", help="a core-to-core-latency CSV or a perflab matrix result (.json)")
+    p.add_argument("-o", "--output", default="heatmap.png", help="PNG to write (default: heatmap.png)")
+    p.set_defaults(func=cmd_c2c_heatmap)
+
+    p = sub.add_parser("exercises", help="for authors: generate learner notebooks, run the author check",
+                       formatter_class=formatter,
+                       epilog=_examples("perflab exercises generate", "perflab exercises check"))
+    p.add_argument("action", choices=["generate", "check"])
+    p.set_defaults(func=cmd_exercises)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return handler(args)
+    except PerflabError as err:
+        print(f"perflab: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("perflab: interrupted; results already written are kept, the unfinished one was not saved", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

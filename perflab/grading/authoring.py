@@ -1,0 +1,85 @@
+"""For authors: make learners' notebooks from the solutions, and prove the exercises work.
+
+The author check (run in `make test`) asserts, as rustlings' does, that
+every reference solution passes, every untouched exercise fails, every
+learner notebook is exactly what the generator makes of its solution, and
+no notebook sits in exercises/ or solutions/ without a manifest entry.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import nbformat
+
+from . import FAILED, grade
+from .manifest import EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+
+BEGIN = re.compile(r"^(\s*)(?:###|<!--)?\s*BEGIN SOLUTION.*$")
+END = re.compile(r"^\s*(?:###|<!--)?\s*END SOLUTION.*$")
+
+
+def strip_solutions(source: str, stub: str) -> str:
+    """Replace every BEGIN/END SOLUTION region with the stub, keeping its indentation."""
+    out: list[str] = []
+    inside = False
+    for line in source.splitlines():
+        begin = BEGIN.match(line)
+        if begin and not inside:
+            inside = True
+            out += [begin.group(1) + stub_line for stub_line in stub.splitlines()]
+        elif END.match(line) and inside:
+            inside = False
+        elif not inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def learner_copy(solution: nbformat.NotebookNode, manifest: Manifest) -> nbformat.NotebookNode:
+    """The learner's notebook: solutions replaced by stubs, outputs cleared."""
+    notebook = copy.deepcopy(solution)
+    for cell in notebook.cells:
+        stub = manifest.stub_code if cell.cell_type == "code" else manifest.stub_markdown
+        cell.source = strip_solutions(cell.source, stub)
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return notebook
+
+
+def generate_all() -> list[Path]:
+    manifest = load_manifest()
+    written = []
+    for exercise in manifest.exercises:
+        solution = nbformat.read(exercise.solution_path, as_version=4)
+        exercise.exercise_path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(learner_copy(solution, manifest), exercise.exercise_path)
+        written.append(exercise.exercise_path)
+    return written
+
+
+def author_check() -> list[str]:
+    """Every problem found, one line each; [] when the exercises are sound."""
+    manifest = load_manifest()
+    problems: list[str] = []
+    listed = {e.notebook for e in manifest.exercises}
+    for folder in (EXERCISES_DIR, SOLUTIONS_DIR):
+        for path in folder.rglob("*.ipynb"):
+            if ".ipynb_checkpoints" not in path.parts and str(path.relative_to(folder)) not in listed:
+                problems.append(f"stray notebook {path}: add it to exercises/manifest.toml or delete it")
+    for exercise in manifest.exercises:
+        problems += [f"{exercise.name}: hint is not a question: {h!r}" for h in exercise.hints if not h.endswith("?")]
+        solution = nbformat.read(exercise.solution_path, as_version=4)
+        learner = nbformat.read(exercise.exercise_path, as_version=4)
+        expected = [c.source for c in learner_copy(solution, manifest).cells]
+        if [c.source for c in learner.cells] != expected:
+            problems.append(f"{exercise.exercise_path} differs from its solution's learner copy: run `perflab exercises generate`")
+        solved = grade(exercise.name, exercise.solution_path, record=False)
+        if solved.status == FAILED:
+            problems.append(f"{exercise.name}: the reference solution does not pass:\n{solved.render()}")
+        untouched = grade(exercise.name, exercise.exercise_path, record=False)
+        if untouched.status != FAILED:
+            problems.append(f"{exercise.name}: the untouched exercise does not fail ({untouched.status}); its checks test nothing")
+    return problems

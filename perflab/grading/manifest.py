@@ -1,0 +1,74 @@
+"""The exercise manifest, exercises/manifest.toml.
+
+Schema (format_version 1):
+  format_version   int, must be 1
+  stub_code        text that replaces a solution region in a code cell
+  stub_markdown    text that replaces a solution region in a Markdown cell
+  [[exercise]]     one table per exercise:
+    name       stable id used by `perflab grade NAME`
+    lab        the lab's short name (perflab.labs)
+    notebook   path below exercises/ (learner copy) and solutions/ (reference)
+    checks     "module.function" below perflab.grading.checks; the function
+               takes the notebook's namespace and returns a list of Check
+    hints      questions, shown when a check fails, one more each attempt
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import PerflabError
+from ..paths import REPO_ROOT
+
+FORMAT_VERSION = 1
+EXERCISES_DIR = REPO_ROOT / "exercises"
+SOLUTIONS_DIR = REPO_ROOT / "solutions"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str
+    lab: str
+    notebook: str
+    checks: str
+    hints: tuple[str, ...]
+
+    @property
+    def exercise_path(self) -> Path:
+        return EXERCISES_DIR / self.notebook
+
+    @property
+    def solution_path(self) -> Path:
+        return SOLUTIONS_DIR / self.notebook
+
+    def check_function(self) -> Callable:
+        module, function = self.checks.rsplit(".", 1)
+        return getattr(importlib.import_module(f"perflab.grading.checks.{module}"), function)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    stub_code: str
+    stub_markdown: str
+    exercises: tuple[Exercise, ...]
+
+    def find(self, name: str) -> Exercise:
+        for exercise in self.exercises:
+            if exercise.name == name:
+                return exercise
+        names = ", ".join(e.name for e in self.exercises)
+        raise PerflabError(f"unknown exercise {name!r}; choose one of: {names}")
+
+
+def load_manifest(path: Path = EXERCISES_DIR / "manifest.toml") -> Manifest:
+    data = tomllib.loads(path.read_text())
+    if data.get("format_version") != FORMAT_VERSION:
+        raise PerflabError(f"{path}: format_version must be {FORMAT_VERSION}; update perflab or the manifest")
+    exercises = tuple(
+        Exercise(e["name"], e["lab"], e["notebook"], e["checks"], tuple(e.get("hints", ()))) for e in data["exercise"]
+    )
+    return Manifest(data["stub_code"], data["stub_markdown"], exercises)

@@ -1,0 +1,286 @@
+"""Lab 1: core numbers lie about distance.
+
+Measure the one-way latency between pairs of CPUs with the pingpong
+benchmark, recover the machine's structure from the latency matrix, and
+check whether a "sequential" pair (neighbours in CPU numbering) is really
+slower for two communicating threads than the best pair the matrix shows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import results, stats
+from ..build import ensure_built
+from ..c2c import analyze, from_result, load
+from ..cpulist import check_cpus, format_cpulist
+from ..errors import PerflabError
+from ..lock import measurement_lock
+from ..paths import DATA_DIR
+from ..probe import Machine, probe
+from ..runner import Config, Run, interleave
+from ..verdict import Verdict, judge_change
+
+LAB = "core-to-core"
+SOURCE_DIR = "labs/01-core-to-core"
+# The smallest throughput gain from better pinning worth calling an effect
+# (the seed measured +7% on a Sapphire Rapids Xeon).
+MIN_EFFECT = 0.03
+# Round medians of one pair that differ by more than this mean the pair's
+# distance changed during the run: on a VM the host moved the vCPUs.
+UNSTABLE_RATIO = 1.25
+RECORDED_EXAMPLE = DATA_DIR / "c2c" / "amd-ryzen-9-5950x-3-40ghz-by-nephyrin.csv"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much to measure: round trips per sample, samples per run, interleaved rounds."""
+
+    round_trips: int
+    samples: int
+    rounds: int
+    compare_round_trips: int
+    compare_runs: int
+
+
+QUICK = Settings(round_trips=1000, samples=20, rounds=3, compare_round_trips=20_000, compare_runs=10)
+FULL = Settings(round_trips=2000, samples=100, rounds=10, compare_round_trips=200_000, compare_runs=30)
+
+
+def settings_for(quick: bool, runs: int | None = None) -> Settings:
+    chosen = QUICK if quick else FULL
+    if runs:
+        chosen = Settings(**{**asdict(chosen), "rounds": runs, "compare_runs": runs})
+    return chosen
+
+
+def pingpong_argv(a: int, b: int, mode: str, round_trips: int, samples: int, warmup: int = 3) -> list[str]:
+    binary = ensure_built(SOURCE_DIR, "pingpong")
+    return [str(binary), "-C", f"{a},{b}", "-m", mode, "-r", str(round_trips), "-s", str(samples), "-w", str(warmup)]
+
+
+def choose_cpus(machine: Machine, cpus: list[int] | None) -> list[int]:
+    """The CPUs to measure: the given ones if they are online, else all online CPUs."""
+    online = machine.online_cpus
+    chosen = sorted(cpus) if cpus else online
+    check_cpus(chosen, online)
+    if len(chosen) < 2:
+        raise PerflabError(
+            f"core-to-core needs at least two CPUs, got {format_cpulist(chosen) or 'none'} "
+            f"(online: {format_cpulist(online)}); pass two or more with -C, or use a machine or VM with more CPUs"
+        )
+    return chosen
+
+
+# ANCHOR: stability
+def round_medians(run: Run, key: str = "one_way_ns") -> list[float]:
+    """Median of each interleaved round: one number per visit to the pair."""
+    by_round: dict[int, list[float]] = {}
+    for s in run.samples:
+        if not s.get("warmup"):
+            by_round.setdefault(s["round"], []).append(s[key])
+    return [stats.median(v) for _, v in sorted(by_round.items())]
+
+
+def stability_note(label: str, medians: list[float]) -> str | None:
+    """Say so when one pair's latency moved between rounds: its distance is not stable."""
+    if len(medians) < 2 or max(medians) / min(medians) <= UNSTABLE_RATIO:
+        return None
+    return (
+        f"CPUs {label}: the latency moved between rounds from {min(medians):.0f} to {max(medians):.0f} ns. "
+        "A virtual machine's vCPUs are moved between physical cores by the host, so its core distances are not "
+        "stable; on bare metal this points to frequency changes or another load."
+    )
+# ANCHOR_END: stability
+
+
+def measure_matrix(machine: Machine, cpus: list[int], settings: Settings, mode: str = "cas",
+                   progress: bool = True, wait: bool = True) -> dict[str, Any]:
+    """Measure every pair of `cpus`, interleaved; return a result with the matrix and raw samples."""
+    pairs = list(itertools.combinations(cpus, 2))
+    configs = [Config(f"{a},{b}", pingpong_argv(a, b, mode, settings.round_trips, settings.samples)) for a, b in pairs]
+    with measurement_lock(f"perflab {LAB} matrix", wait=wait):
+        runs = interleave(configs, settings.rounds, desc=f"{len(pairs)} CPU pairs", progress=progress)
+    index = {cpu: i for i, cpu in enumerate(cpus)}
+    grid: list[list[float | None]] = [[None] * len(cpus) for _ in cpus]
+    notes = []
+    for (a, b), run in zip(pairs, runs.values()):
+        grid[index[a]][index[b]] = grid[index[b]][index[a]] = stats.median(run.values("one_way_ns"))
+        note = stability_note(run.label, round_medians(run))
+        if note:
+            notes.append(note)
+    result = results.new_result(LAB, "matrix", machine.summary(), {"mode": mode, "cpus": cpus, **asdict(settings)})
+    result.update(matrix={"cpus": cpus, "one_way_ns": grid}, runs=[r.to_json() for r in runs.values()], notes=notes)
+    return result
+
+
+def measure_pair(a: int, b: int, settings: Settings = QUICK, mode: str = "cas",
+                 progress: bool = True, machine: Machine | None = None) -> dict[str, Any]:
+    """Measure one pair (for exercises and quick looks); the result is saved and returned."""
+    machine = machine or probe()
+    check_cpus([a, b], machine.online_cpus)
+    result = measure_matrix(machine, sorted({a, b}), settings, mode, progress)
+    result["kind"] = "pair"
+    result["path"] = str(results.save(result))
+    return result
+
+
+def raw_samples(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every measured sample of a saved result, warm-up samples left out."""
+    return [s for run in result["runs"] for s in run["samples"] if not s.get("warmup")]
+
+
+# ANCHOR: relation
+def relation(machine: Machine, a: int, b: int) -> str:
+    """How two CPUs are related in the probe's topology, from closest to farthest."""
+    if b in machine.cpu(a)["smt_siblings"]:
+        return "smt-siblings"
+    if machine.cpu(a)["package"] != machine.cpu(b)["package"]:
+        return "different-socket"
+    if any(a in group and b in group for group in machine.llc_groups()):
+        return "same-llc"
+    return "different-llc"
+# ANCHOR_END: relation
+
+
+def topology_agreement(analysis: dict[str, Any], machine: Machine, cpus: list[int]) -> list[str]:
+    """Check each level recovered from latencies against the probe's groupings of the same CPUs."""
+    def restricted(groups: list[list[int]]) -> list[list[int]]:
+        return sorted(g for g in ([c for c in group if c in cpus] for group in groups) if g)
+
+    probe_levels = {"SMT siblings (probe)": restricted(machine.smt_sibling_groups()),
+                    "shared LLC (probe)": restricted(machine.llc_groups()),
+                    "package (probe)": restricted(machine.package_groups())}
+    notes = []
+    for groups, info in zip(analysis["levels"], analysis["level_info"]):
+        match = [name for name, expected in probe_levels.items() if sorted(groups) == expected]
+        notes.append(f"recovered level '{info['name']}' ({len(groups)} groups) "
+                     + (f"matches the {match[0]}" if match else "matches no grouping the probe reports"))
+    if not analysis["levels"]:
+        notes.append("no structure recovered from these latencies; the probe says: "
+                     + "; ".join(f"{name}: {' | '.join(format_cpulist(g) for g in groups)}" for name, groups in probe_levels.items()))
+    return notes
+
+
+def round_trip_rates(run: Run) -> list[float]:
+    """Round trips per second of each sample: the throughput two communicating threads reach."""
+    return [s["round_trips"] * 1e9 / s["elapsed_ns"] for s in run.samples if not s.get("warmup")]
+
+
+# ANCHOR: compare
+def compare_pairs(machine: Machine, sequential: tuple[int, int], best: tuple[int, int], settings: Settings,
+                  progress: bool = True, wait: bool = True) -> dict[str, Any]:
+    """Message-passing throughput on the sequential pair and on the best pair, interleaved run by run."""
+    configs = [
+        Config("sequential", pingpong_argv(*sequential, "two-lines", settings.compare_round_trips, 1, warmup=1)),
+        Config("best", pingpong_argv(*best, "two-lines", settings.compare_round_trips, 1, warmup=1)),
+    ]
+    with measurement_lock(f"perflab {LAB} compare", wait=wait):
+        runs = interleave(configs, settings.compare_runs, desc="sequential vs best pair", progress=progress)
+    rates = {label: round_trip_rates(run) for label, run in runs.items()}
+    result = results.new_result(LAB, "compare", machine.summary(),
+                                {"sequential": list(sequential), "best": list(best), **asdict(settings)})
+    result.update(rates=rates, runs=[r.to_json() for r in runs.values()])
+    return result
+# ANCHOR_END: compare
+
+
+def rate_summary(rates: list[float]) -> dict[str, float]:
+    """Harmonic mean of round trips per second with its 95% CI, as the seed reports it."""
+    low, high = stats.harmonic_mean_ci(rates)
+    return {"harmonic_mean": stats.harmonic_mean(rates), "ci_low": low, "ci_high": high, "n": len(rates)}
+
+
+def pick_pairs(analysis: dict[str, Any], cpus: list[int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The naive pair (neighbours in numbering, the one crossing the coarsest boundary) and the best pair."""
+    sequential = analysis["sequential_pairs"]
+    crossing = [p for p in sequential if p["crosses"]]
+    naive = max(crossing, key=lambda p: p["one_way_ns"]) if crossing else sequential[0]
+    best = analysis["recommended_pairs"][0]
+    return tuple(naive["cpus"]), tuple(best["cpus"])
+
+
+def recorded_example() -> str:
+    """What a recorded many-core machine shows, computed from its data, for machines too small to show it."""
+    matrix = load(RECORDED_EXAMPLE)
+    found = analyze(matrix)
+    crossing = [p for p in found["sequential_pairs"] if p["crosses"]]
+    best = found["recommended_pairs"][0]
+    if not crossing:
+        return f"Recorded {RECORDED_EXAMPLE.name}: no sequential pair crosses a boundary."
+    worst = max(crossing, key=lambda p: p["one_way_ns"])
+    a, b = worst["cpus"]
+    return (
+        f"Recorded data (AMD Ryzen 9 5950X): CPUs {a} and {b} are neighbours in numbering but cross a "
+        f"{worst['crosses']} boundary: {worst['one_way_ns']:.0f} ns one way, against {best['one_way_ns']:.0f} ns "
+        f"for the best pair {best['cpus'][0]},{best['cpus'][1]}. Open it with `perflab c2c analyze {RECORDED_EXAMPLE}`."
+    )
+
+
+def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = None,
+        progress: bool = True, wait: bool = True) -> Verdict:
+    """The whole lab: matrix, structure, sequential-vs-best comparison, verdict. Saves every result."""
+    machine = probe()
+    chosen = choose_cpus(machine, cpus)
+    settings = settings_for(quick, runs)
+    matrix_result = measure_matrix(machine, chosen, settings, progress=progress, wait=wait)
+    matrix = from_result(matrix_result)
+    analysis = analyze(matrix)
+    matrix_result["analysis"] = analysis
+    matrix_path = results.save(matrix_result)
+    notes = list(matrix_result["notes"]) + analysis["notes"] + topology_agreement(analysis, machine, chosen)
+
+    if len(chosen) == 2:
+        (a, b) = chosen
+        median = matrix.latency(a, b)
+        notes.append(recorded_example())
+        return Verdict(
+            LAB, "cannot-show",
+            f"only two CPUs ({a},{b}) to measure: one pair, {median:.0f} ns one way, and nothing to compare it "
+            "with. Showing that numbering misleads needs 3+ CPUs with different distances: a machine with two L3 "
+            "clusters or sockets, or the recorded matrices (`perflab c2c analyze`).",
+            results=str(matrix_path), notes=notes,
+        )
+
+    sequential, best = pick_pairs(analysis, chosen)
+    if set(sequential) == set(best):
+        return Verdict(LAB, "not-reproduced",
+                       f"here the neighbours {sequential[0]},{sequential[1]} are also the best pair: numbering matches distance",
+                       results=str(matrix_path), notes=notes)
+    compare = compare_pairs(machine, sequential, best, settings, progress=progress, wait=wait)
+    verdict, reason, effect = judge_change(
+        f"throughput on {best[0]},{best[1]} vs {sequential[0]},{sequential[1]}",
+        compare["rates"]["sequential"], compare["rates"]["best"], MIN_EFFECT)
+    for label in ("sequential", "best"):
+        notes += [f"{label}: {w}" for w in stats.instability_warnings(compare["rates"][label], "round trips/s")]
+    compare["summary"] = {label: rate_summary(r) for label, r in compare["rates"].items()}
+    compare["verdict"] = {"verdict": verdict, "reason": reason, "effect": asdict(effect)}
+    compare["matrix_results"] = str(matrix_path)
+    compare_path = results.save(compare)
+    return Verdict(LAB, verdict, reason, effect, results=str(compare_path),
+                   notes=notes + [f"latency matrix: {matrix_path}"])
+
+
+
+def figures(verdict: Verdict) -> list[tuple[str, Any]]:
+    """The lab's pictures for a verdict: the measured heatmap, the A/B distributions, a recorded example."""
+    from ..c2c.plots import heatmap
+    from ..plots import distributions
+
+    shown: list[tuple[str, Any]] = []
+    if verdict.results is None:
+        return shown
+    main = results.load(verdict.results)
+    matrix_result = results.load(main["matrix_results"]) if main["kind"] == "compare" else main
+    matrix = from_result(matrix_result)
+    shown.append(("Measured one-way latency between CPUs (ns)", heatmap(matrix, matrix_result.get("analysis"))))
+    if main["kind"] == "compare":
+        seq, best = main["params"]["sequential"], main["params"]["best"]
+        rates = {f"sequential {seq[0]},{seq[1]}": main["rates"]["sequential"], f"best {best[0]},{best[1]}": main["rates"]["best"]}
+        shown.append(("Message-passing throughput, interleaved runs", distributions(rates, "round trips per second")))
+    if verdict.verdict == "cannot-show":
+        recorded = load(RECORDED_EXAMPLE)
+        shown.append(("Recorded: AMD Ryzen 9 5950X (two CCDs, SMT)", heatmap(recorded, analyze(recorded))))
+    return shown

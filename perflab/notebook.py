@@ -1,0 +1,62 @@
+"""What the lab notebooks show: verdicts, figures and a small control panel.
+
+Notebooks stay short: they call these functions, and the logic stays in the
+package where it is tested.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from types import ModuleType
+
+import ipywidgets as widgets
+from IPython.display import HTML, display
+
+from .errors import PerflabError
+from .probe import Machine
+from .report import COLOURS
+from .verdict import Verdict
+
+
+def quick_mode() -> bool:
+    """Headless runs (tests, `perflab run all`) set PERFLAB_QUICK=1 to keep notebooks short."""
+    return os.environ.get("PERFLAB_QUICK") == "1"
+
+
+def show_verdict(verdict: Verdict, lab: ModuleType) -> None:
+    """The verdict in colour, its notes, then the lab's figures."""
+    colour = COLOURS[verdict.verdict]
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes)
+    display(HTML(
+        f'<p><span style="background:{colour};color:white;padding:2px 8px;border-radius:4px;font-weight:bold">'
+        f"{verdict.verdict}</span> {html.escape(verdict.reason)}</p><ul>{notes}</ul>"
+        f"<p><small>results: <code>{html.escape(verdict.results or 'none')}</code></small></p>"
+    ))
+    for title, figure in lab.figures(verdict):
+        figure.suptitle(title)
+        display(figure)
+
+
+def run_panel(lab: ModuleType, machine: Machine) -> widgets.Widget:
+    """Choose CPUs, quick or full, the number of runs; press Run; see the verdict and the plots."""
+    cpus = widgets.SelectMultiple(options=machine.online_cpus, value=tuple(machine.online_cpus),
+                                  description="CPUs", rows=min(8, len(machine.online_cpus)))
+    quick = widgets.Checkbox(value=True, description="quick (a first look, not a final answer)")
+    runs = widgets.IntSlider(value=10, min=3, max=60, description="runs")
+    button = widgets.Button(description="Run", button_style="primary", icon="play")
+    output = widgets.Output()
+
+    def on_click(_):
+        output.clear_output()
+        button.disabled = True
+        with output:
+            try:
+                show_verdict(lab.run(cpus=list(cpus.value), quick=quick.value, runs=runs.value), lab)
+            except PerflabError as err:
+                print(f"perflab: {err}")
+            finally:
+                button.disabled = False
+
+    button.on_click(on_click)
+    return widgets.VBox([widgets.HBox([cpus, widgets.VBox([quick, runs, button])]), output])

@@ -1,0 +1,101 @@
+"""Results as versioned JSON files with raw samples and machine metadata.
+
+Layout: results/<lab>/<UTC timestamp>-<kind>.json. Files are written to a
+temporary name and renamed, so a crash or Ctrl-C never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import PerflabError
+from .paths import results_dir
+
+RESULT_VERSION = 1
+
+
+@functools.cache
+def tool_versions() -> dict[str, str | None]:
+    """First line of each tool's version, or None when it is not installed."""
+    def first_line(argv: list[str]) -> str | None:
+        if shutil.which(argv[0]) is None:
+            return None
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        lines = (done.stdout or done.stderr).strip().splitlines()
+        return lines[0] if lines else None
+
+    return {
+        "python": platform.python_version(),
+        "cc": first_line(["cc", "--version"]),
+        "perf": first_line(["perf", "--version"]),
+    }
+
+
+def new_result(lab: str, kind: str, machine_summary: dict, params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "perflab_result_version": RESULT_VERSION,
+        "lab": lab,
+        "kind": kind,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_summary,
+        "tools": tool_versions(),
+        "params": params,
+    }
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save(result: dict[str, Any], folder: Path | None = None) -> Path:
+    """Write the result atomically; return its path."""
+    folder = Path(folder or results_dir() / result["lab"])
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = result["created"].replace(":", "").replace("-", "").replace("+0000", "Z")
+    path = folder / f"{stamp}-{result['kind']}.json"
+    n = 1
+    while path.exists():  # two results in the same second
+        n += 1
+        path = folder / f"{stamp}-{result['kind']}-{n}.json"
+    write_atomic(path, json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def load(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a result file, refusing files that are not perflab results of a known version."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise PerflabError(f"cannot read result {path}: {err}; pass a file written by `perflab run`") from None
+    version = data.get("perflab_result_version") if isinstance(data, dict) else None
+    if version != RESULT_VERSION:
+        raise PerflabError(
+            f"{path} is not a perflab result of version {RESULT_VERSION} (found {version!r}); rerun the measurement"
+        )
+    return data
+
+
+def latest(lab: str, kind: str) -> Path | None:
+    """The newest result of this lab and kind, if any."""
+    found = sorted((results_dir() / lab).glob(f"*-{kind}*.json"))
+    return found[-1] if found else None

@@ -1,0 +1,78 @@
+"""Every lab ends in a verdict: did this machine show the phenomenon?
+
+- reproduced: the effect is there, significant, and larger than the smallest
+  effect worth teaching;
+- not-reproduced: the confidence interval rules out an effect that large;
+- inconclusive: neither (the interval is too wide): rerun with more runs;
+- cannot-show: this machine cannot show it at all (and what would).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Sequence
+
+from . import stats
+
+VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "cannot-show")
+ALPHA = 0.05
+
+
+@dataclass
+class Effect:
+    """The main effect a lab measures: a relative change with its CI and p-value."""
+
+    name: str
+    value: float
+    unit: str
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+
+
+@dataclass
+class Verdict:
+    lab: str
+    verdict: str
+    reason: str
+    effect: Effect | None = None
+    results: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict {self.verdict!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def headline(self) -> str:
+        return f"{self.lab}: {self.verdict.upper()} - {self.reason}"
+
+
+# ANCHOR: judge_change
+def judge_change(
+    name: str,
+    baseline: Sequence[float],
+    treatment: Sequence[float],
+    min_effect: float,
+    statistic: Callable[[Sequence[float]], float] = stats.harmonic_mean,
+    unit: str = "relative change",
+) -> tuple[str, str, Effect]:
+    """Decide whether `treatment` beats `baseline` by at least `min_effect` (a fraction, e.g. 0.03).
+
+    The effect is statistic(treatment) / statistic(baseline) - 1, with a
+    bootstrap CI; the p-value is Mann-Whitney's, which does not assume normal
+    timings (they rarely are). Higher is better: pass rates, not times.
+    """
+    low, high = stats.bootstrap_ratio_ci(baseline, treatment, statistic=statistic)
+    value = statistic(treatment) / statistic(baseline) - 1
+    _, p = stats.mann_whitney_u(baseline, treatment)
+    effect = Effect(name, value, unit, low - 1, high - 1, p)
+    shown = f"{value:+.1%} (95% CI {low - 1:+.1%} to {high - 1:+.1%}, p = {p:.2g})"
+    if p < ALPHA and low - 1 >= min_effect:
+        return "reproduced", f"{name}: {shown}", effect
+    if high - 1 < min_effect:
+        return "not-reproduced", f"{name}: {shown}; an effect of {min_effect:.0%} or more is ruled out", effect
+    return "inconclusive", f"{name}: {shown}; too uncertain to decide: rerun with more runs (--runs)", effect
+# ANCHOR_END: judge_change

@@ -1,0 +1,29 @@
+"""Shared fixtures: every test writes results, progress and locks into its own temporary folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE_MACHINES = REPO / "tests" / "fixtures" / "machines"
+SHARED_C2C = REPO.parent / "shared" / "datasets" / "core-to-core"
+
+
+@pytest.fixture(autouse=True)
+def isolated_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("PERFLAB_PROGRESS", str(tmp_path / "progress.txt"))
+    monkeypatch.setenv("PERFLAB_LOCK", str(tmp_path / "measure.lock"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    return tmp_path
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `perflab ARGS` as a learner would, in a fresh process."""
+    return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})})

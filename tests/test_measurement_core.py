@@ -1,0 +1,143 @@
+"""Runner, results, lock and verdicts, with real processes and synthetic samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from perflab import results
+from perflab.errors import PerflabError
+from perflab.lock import measurement_lock
+from perflab.runner import Config, interleave, run_once
+from perflab.verdict import Verdict, judge_change
+
+FAKE_BENCH = textwrap.dedent("""
+    import json, sys, time
+    label = sys.argv[1]
+    print(json.dumps({"type": "meta", "bench": "fake"}))
+    for i in range(3):
+        print(json.dumps({"type": "sample", "label": label, "warmup": i == 0, "t": time.monotonic_ns()}))
+""")
+
+
+@pytest.fixture
+def fake_bench(tmp_path):
+    path = tmp_path / "fake_bench.py"
+    path.write_text(FAKE_BENCH)
+    return lambda label: [sys.executable, str(path), label]
+
+
+def test_interleave_rotates_order_and_keeps_every_sample(fake_bench):
+    configs = [Config(x, fake_bench(x)) for x in "ABC"]
+    runs = interleave(configs, rounds=3, progress=False)
+    assert [len(runs[x].samples) for x in "ABC"] == [9, 9, 9]
+    assert all(len(runs[x].values("t")) == 6 for x in "ABC"), "warm-up samples are kept but not used"
+    everything = sorted((s["t"], s["label"], s["round"]) for run in runs.values() for s in run.samples)
+    firsts = [next(lbl for _, lbl, r in everything if r == rnd) for rnd in range(3)]
+    assert firsts == ["A", "B", "C"], "each round starts with a different configuration"
+
+
+def test_run_once_reports_failure_in_one_line(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import sys; print('cannot pin to CPU 9: Invalid argument', file=sys.stderr); sys.exit(2)")
+    with pytest.raises(PerflabError, match="cannot pin to CPU 9"):
+        run_once([sys.executable, str(script)])
+
+
+def test_results_are_versioned_and_atomic(isolated_state):
+    result = results.new_result("core-to-core", "pair", {"cpu_model": "test"}, {"rounds": 1})
+    path = results.save(result)
+    again = results.save(result)
+    assert path != again and path.parent.name == "core-to-core"
+    assert results.load(path)["perflab_result_version"] == results.RESULT_VERSION
+    assert not list(path.parent.glob(".tmp-*")), "no temporary file is left behind"
+    assert results.latest("core-to-core", "pair") == max(path, again)
+    other = path.parent / "other.json"
+    other.write_text(json.dumps({"perflab_result_version": 99}))
+    with pytest.raises(PerflabError, match="not a perflab result of version"):
+        results.load(other)
+
+
+def test_save_interrupted_leaves_nothing(isolated_state, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(results.json, "dumps", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        results.save(results.new_result("core-to-core", "pair", {}, {}))
+    folder = isolated_state / "results" / "core-to-core"
+    assert not folder.exists() or not any(folder.iterdir())
+
+
+HOLD_LOCK = "from perflab.lock import measurement_lock\nimport time\nwith measurement_lock('holder test'):\n    print('held', flush=True)\n    time.sleep({seconds})\n"
+
+
+def _hold_lock(seconds):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK.format(seconds=seconds)], stdout=subprocess.PIPE, text=True,
+                              env=os.environ.copy())
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_lock_refuses_without_wait_and_names_the_holder():
+    holder = _hold_lock(30)
+    try:
+        with pytest.raises(PerflabError, match="another measurement is running .*holder test"):
+            with measurement_lock("second", wait=False):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with measurement_lock("after the holder died", wait=False):
+        pass  # the kernel released the dead holder's lock: nothing stale
+
+
+def test_lock_waits_for_the_holder(capsys):
+    holder = _hold_lock(1.5)
+    start = time.monotonic()
+    with measurement_lock("waiter"):
+        waited = time.monotonic() - start
+    holder.wait()
+    assert waited > 0.5
+    assert "waiting for another measurement" in capsys.readouterr().err
+
+
+def test_lock_is_reentrant_within_a_process():
+    with measurement_lock("outer", wait=False):
+        with measurement_lock("inner", wait=False):
+            pass
+
+
+def _samples(centre, spread, n, seed):
+    rng = random.Random(seed)
+    return [rng.gauss(centre, spread) for _ in range(n)]
+
+
+def test_judge_change_reproduced():
+    verdict, reason, effect = judge_change("speed", _samples(100, 2, 30, 1), _samples(110, 2, 30, 2), 0.03)
+    assert verdict == "reproduced"
+    assert 0.07 < effect.value < 0.13 and effect.ci_low > 0.03 and effect.p_value < 0.05
+    assert "95% CI" in reason
+
+
+def test_judge_change_not_reproduced():
+    verdict, reason, effect = judge_change("speed", _samples(100, 1, 40, 3), _samples(100, 1, 40, 4), 0.03)
+    assert verdict == "not-reproduced"
+    assert effect.ci_high < 0.03 and "ruled out" in reason
+
+
+def test_judge_change_inconclusive():
+    verdict, reason, _ = judge_change("speed", _samples(100, 15, 5, 5), _samples(104, 15, 5, 6), 0.03)
+    assert verdict == "inconclusive"
+    assert "rerun with more runs" in reason
+
+
+def test_verdict_rejects_unknown_kinds():
+    with pytest.raises(ValueError):
+        Verdict("core-to-core", "maybe", "no such verdict")

@@ -1,0 +1,20 @@
+"""`perflab run all --quick` runs every lab headless and writes an HTML report with verdicts and plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_cli
+
+
+def test_run_all_quick_writes_the_report():
+    done = run_cli("run", "all", "--quick", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert [lab["lab"] for lab in summary["labs"]] == ["core-to-core"]
+    page = Path(summary["report"]).read_text()
+    assert "Core numbers lie about distance" in page
+    assert summary["labs"][0]["verdict"] in page
+    assert "data:image/png;base64," in page, "the report embeds the lab's plots"
+    assert "Not in this version yet" in page

@@ -1,0 +1,293 @@
+"""perflab.stats against scipy/numpy as references, plus hand-worked cases and the error paths."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from perflab import stats
+from perflab.errors import PerflabError
+
+DFS = [0.7, 1, 2.5, 7.3, 30, 200, 1e4]
+PROBS = [1e-9, 0.001, 0.025, 0.2, 0.5, 0.8, 0.975, 0.999]
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def random_pairs(count=8):
+    """Seeded sample pairs with different sizes, locations and spreads."""
+    r = rng(42)
+    for _ in range(count):
+        na, nb = r.integers(3, 40, size=2)
+        yield r.normal(100, r.uniform(0.5, 10), na), r.normal(r.uniform(95, 110), r.uniform(0.5, 10), nb)
+
+
+# ---------------------------------------------------------------- distributions
+
+
+@pytest.mark.parametrize("df", DFS)
+def test_t_cdf_matches_scipy(df):
+    for p in PROBS:
+        t = sps.t.ppf(p, df)
+        assert stats.t_cdf(t, df) == pytest.approx(sps.t.cdf(t, df), rel=1e-10, abs=1e-15)
+    for t in [-50.0, -3.0, -0.1, 0.0, 0.4, 2.0, 12.0]:
+        assert stats.t_cdf(t, df) == pytest.approx(sps.t.cdf(t, df), rel=1e-10, abs=1e-15)
+
+
+@pytest.mark.parametrize("df", DFS)
+def test_t_quantile_matches_scipy(df):
+    for p in PROBS:
+        assert stats.t_quantile(p, df) == pytest.approx(sps.t.ppf(p, df), rel=1e-9, abs=1e-12)
+
+
+def test_t_cdf_and_quantile_edges():
+    assert stats.t_quantile(0.5, 3.3) == 0.0
+    assert stats.t_quantile(0.0, 3) == -math.inf
+    assert stats.t_quantile(1.0, 3) == math.inf
+    assert stats.t_cdf(math.inf, 4) == 1.0
+    assert stats.t_cdf(-math.inf, 4) == 0.0
+    assert stats.t_cdf(1.3, math.inf) == pytest.approx(sps.norm.cdf(1.3), rel=1e-14)
+    assert stats.t_quantile(0.975, math.inf) == pytest.approx(sps.norm.ppf(0.975), rel=1e-14)
+
+
+def test_normal_quantile_matches_scipy():
+    for p in [1e-300, 1e-12, 1e-5, 0.001, 0.02, 0.02425, 0.1, 0.3, 0.5, 0.7, 0.975, 0.99, 1 - 1e-12]:
+        assert stats.normal_quantile(p) == pytest.approx(sps.norm.ppf(p), rel=1e-12, abs=1e-14)
+    for x in [-30.0, -5.0, -1.0, 0.0, 2.0, 8.0]:
+        assert stats.normal_cdf(x) == pytest.approx(sps.norm.cdf(x), rel=1e-13, abs=1e-16)
+
+
+# ---------------------------------------------------------------- descriptive
+
+
+def test_means_match_scipy():
+    xs = rng(1).lognormal(3, 1, 200)
+    assert stats.mean(xs) == pytest.approx(np.mean(xs), rel=1e-14)
+    assert stats.harmonic_mean(xs) == pytest.approx(sps.hmean(xs), rel=1e-13)
+    assert stats.geometric_mean(xs) == pytest.approx(sps.gmean(xs), rel=1e-13)
+    assert stats.harmonic_mean([1.0, 4.0, 4.0]) == pytest.approx(2.0)
+    assert stats.geometric_mean([1.0, 4.0, 16.0]) == pytest.approx(4.0)
+
+
+def test_percentile_and_median_match_numpy():
+    for n in [1, 2, 5, 10, 101]:
+        xs = rng(n).normal(0, 1, n)
+        for q in [0, 1, 5, 25, 33.3, 50, 75, 95, 99, 100]:
+            assert stats.percentile(xs, q) == pytest.approx(np.percentile(xs, q), rel=1e-15, abs=1e-15)
+        assert stats.median(xs) == np.median(xs)
+    assert stats.median([3.0, 1.0, 2.0, 10.0]) == 2.5
+
+
+def test_stdev_and_cv():
+    xs = rng(2).normal(1e9, 3.0, 50)  # large offset: a one-pass formula would lose the digits
+    assert stats.stdev(xs) == pytest.approx(np.std(xs, ddof=1), rel=1e-9)
+    assert stats.stdev([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) == pytest.approx(math.sqrt(32 / 7))
+    assert stats.coefficient_of_variation([9.0, 10.0, 11.0]) == pytest.approx(0.1)
+
+
+def test_summarize():
+    xs = rng(3).normal(50, 2, 40)
+    s = stats.summarize(xs)
+    assert s["n"] == 40
+    assert s["mean"] == pytest.approx(np.mean(xs))
+    assert s["median"] == pytest.approx(np.median(xs))
+    assert s["stdev"] == pytest.approx(np.std(xs, ddof=1))
+    assert (s["min"], s["max"]) == (xs.min(), xs.max())
+    assert s["p5"] == pytest.approx(np.percentile(xs, 5))
+    assert s["p95"] == pytest.approx(np.percentile(xs, 95))
+    assert (s["ci_low"], s["ci_high"]) == pytest.approx(stats.mean_ci(xs))
+    one = stats.summarize([7.0])
+    assert one["n"] == 1 and one["mean"] == 7.0 and one["ci_low"] is None and one["ci_high"] is None
+
+
+# ---------------------------------------------------------------- confidence intervals
+
+
+def test_mean_ci_matches_scipy():
+    for n, confidence in [(2, 0.95), (5, 0.9), (30, 0.95), (200, 0.99)]:
+        xs = rng(n).normal(10, 2, n)
+        expected = sps.t.interval(confidence, n - 1, loc=np.mean(xs), scale=sps.sem(xs))
+        assert stats.mean_ci(xs, confidence) == pytest.approx(expected, rel=1e-10)
+
+
+def test_harmonic_mean_ci_inverts_the_interval_on_reciprocals():
+    rates = rng(4).normal(1000, 50, 30)
+    low, high = stats.harmonic_mean_ci(rates)
+    times = 1 / rates
+    t_low, t_high = sps.t.interval(0.95, len(times) - 1, loc=np.mean(times), scale=sps.sem(times))
+    assert (low, high) == pytest.approx((1 / t_high, 1 / t_low), rel=1e-10)
+    assert low < sps.hmean(rates) < high
+
+
+def test_harmonic_mean_ci_unbounded_when_time_interval_reaches_zero():
+    low, high = stats.harmonic_mean_ci([1.0, 1000.0])  # times 1 and 0.001: the t interval crosses 0
+    assert high == math.inf
+    assert 0 < low < stats.harmonic_mean([1.0, 1000.0])
+
+
+def test_bootstrap_ci_is_deterministic_for_a_seed():
+    xs = rng(5).exponential(1.0, 60)
+    assert stats.bootstrap_ci(xs, seed=3) == stats.bootstrap_ci(xs, seed=3)
+    assert stats.bootstrap_ci(xs, seed=3) != stats.bootstrap_ci(xs, seed=4)
+
+
+def test_bootstrap_ci_contains_the_median_and_narrows_with_more_data():
+    big = rng(6).normal(100, 5, 4000)
+    small = big[:100]
+    low, high = stats.bootstrap_ci(big)
+    assert low < np.median(big) < high
+    s_low, s_high = stats.bootstrap_ci(small)
+    assert s_low < np.median(small) < s_high
+    assert high - low < (s_high - s_low) / 3  # width shrinks ~ 1/sqrt(n): 40x data, ~6x narrower
+
+
+def test_bootstrap_ci_with_a_custom_statistic():
+    xs = rng(7).normal(0, 2, 80)
+    low, high = stats.bootstrap_ci(xs, statistic=stats.stdev, resamples=1000)
+    assert low < np.std(xs, ddof=1) < high
+    assert 1.0 < low and high < 3.0
+
+
+def test_bootstrap_ratio_ci():
+    r = rng(8)
+    a, b = r.normal(100, 3, 200), r.normal(150, 3, 200)
+    low, high = stats.bootstrap_ratio_ci(a, b)
+    assert low < np.median(b) / np.median(a) < high
+    assert 1.45 < low and high < 1.55
+    assert stats.bootstrap_ratio_ci(a, b, seed=1) == stats.bootstrap_ratio_ci(a, b, seed=1)
+    m_low, m_high = stats.bootstrap_ratio_ci(a, b, statistic=stats.mean, resamples=500)
+    assert m_low < np.mean(b) / np.mean(a) < m_high
+
+
+# ---------------------------------------------------------------- comparing two samples
+
+
+def test_welch_t_test_matches_scipy():
+    for a, b in random_pairs():
+        t, df, p = stats.welch_t_test(a, b)
+        ref = sps.ttest_ind(a, b, equal_var=False)
+        va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+        ref_df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+        assert t == pytest.approx(ref.statistic, rel=1e-10)
+        assert df == pytest.approx(ref_df, rel=1e-10)
+        assert p == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-300)
+
+
+def test_mann_whitney_u_matches_scipy():
+    r = rng(9)
+    tied = (r.integers(0, 5, 12).astype(float), r.integers(1, 6, 15).astype(float))
+    constant = ([3.0, 3.0, 3.0], [3.0, 3.0])
+    for a, b in [*random_pairs(), tied, constant, ([1.0], [2.0, 3.0])]:
+        u, p = stats.mann_whitney_u(a, b)
+        ref = sps.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic", use_continuity=True)
+        assert u == ref.statistic
+        assert p == pytest.approx(ref.pvalue, rel=1e-10)
+
+
+def test_hedges_g_hand_computed():
+    # means 2.5 and 4.5, both variances 5/3 so pooled sd sqrt(5/3); df 6, J = 1 - 3/(4*6 - 1).
+    expected = 2 / math.sqrt(5 / 3) * (1 - 3 / 23)
+    assert stats.hedges_g([1, 2, 3, 4], [3, 4, 5, 6]) == pytest.approx(expected, rel=1e-12)
+    assert stats.hedges_g([3, 4, 5, 6], [1, 2, 3, 4]) == pytest.approx(-expected, rel=1e-12)
+
+
+def test_cliffs_delta_hand_worked():
+    assert stats.cliffs_delta([1, 2], [3, 4]) == 1.0
+    assert stats.cliffs_delta([3, 4], [1, 2]) == -1.0
+    assert stats.cliffs_delta([1, 2, 3], [2]) == 0.0  # 2 > 1, 2 < 3, 2 == 2
+    # b=2 beats 1, loses to 3 (twice); b=4 beats both: greater 4, less 2 over 6 pairs.
+    assert stats.cliffs_delta([1, 3], [2, 2, 4]) == pytest.approx(1 / 3)
+
+
+def test_tukey_outliers():
+    xs = [10.0, 11, 10, 12, 11, 10, 11, 50, 10, 11, -20]
+    assert stats.tukey_outliers(xs) == [7, 10]
+    assert stats.tukey_outliers([1.0, 2, 3, 4, 5]) == []
+    # Q1 = 10, Q3 = 11: 13.5 is beyond the 1.5 IQR fence (12.5) though inside a 3 IQR one (14).
+    assert stats.tukey_outliers([10.0, 11, 10, 12, 11, 10, 11, 10, 11, 13.5]) == [9]
+
+
+# ---------------------------------------------------------------- instability warnings
+
+
+def clean(n=40, seed=10):
+    return list(rng(seed).normal(100, 1, n))
+
+
+def test_instability_clean_data_gives_no_warnings():
+    assert stats.instability_warnings(clean()) == []
+
+
+def test_instability_too_few_samples():
+    (warning,) = stats.instability_warnings(clean(n=4), what="runs of matmul")
+    assert "only 4 runs of matmul" in warning and "--runs 20" in warning
+
+
+def test_instability_wide_spread():
+    (warning,) = stats.instability_warnings(list(rng(11).normal(100, 20, 40)))
+    assert "spread widely (CV 17%)" in warning
+    assert "pin to an idle core" in warning and "rerun" in warning
+
+
+def test_instability_outliers():
+    xs = clean()
+    for i in (3, 14, 25, 36):  # 4 of 40 = 10%, spread over the run so they do not look like drift
+        xs[i] = 115.0
+    (warning,) = stats.instability_warnings(xs)
+    assert "4 of 40 samples are outliers" in warning and "rerun" in warning
+
+
+def test_instability_drift():
+    xs = clean(n=20, seed=12) + list(rng(13).normal(110, 1, 20))
+    (warning,) = stats.instability_warnings(xs, what="timings")
+    assert "timings drifted from 100 to 110" in warning and "interleave configurations" in warning
+
+
+def test_instability_small_drift_is_not_reported():
+    xs = clean(n=20, seed=12) + list(rng(13).normal(102, 1, 20))  # significant but only 2%
+    assert stats.instability_warnings(xs) == []
+
+
+# ---------------------------------------------------------------- invalid input
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: stats.mean([]), "need at least 1 sample to compute a mean, got 0"),
+        (lambda: stats.mean_ci([1.0]), "need at least 2 samples to compute a confidence interval, got 1: run with"),
+        (lambda: stats.stdev([1.0]), "need at least 2 samples"),
+        (lambda: stats.welch_t_test([1.0, 2.0], [3.0]), "need at least 2 samples"),
+        (lambda: stats.welch_t_test([1.0, 1.0], [3.0, 3.0]), "both samples are constant"),
+        (lambda: stats.hedges_g([1.0, 1.0], [1.0, 1.0]), "both samples are constant"),
+        (lambda: stats.mann_whitney_u([], [1.0]), "need at least 1 sample"),
+        (lambda: stats.harmonic_mean([1.0, 0.0]), "needs positive values, but sample 1 is 0.0"),
+        (lambda: stats.geometric_mean([-1.0]), "needs positive values"),
+        (lambda: stats.harmonic_mean_ci([1.0, -2.0]), "needs positive values"),
+        (lambda: stats.mean([1.0, float("nan")]), "sample 1 is nan"),
+        (lambda: stats.mean(["fast"]), "must be a sequence of numbers"),
+        (lambda: stats.mean(3.0), "must be a sequence of numbers"),
+        (lambda: stats.mean("123"), "must be a sequence of numbers"),
+        (lambda: stats.percentile([1.0], 101), "between 0 and 100"),
+        (lambda: stats.coefficient_of_variation([-1.0, 1.0]), "mean 0"),
+        (lambda: stats.mean_ci([1.0, 2.0], confidence=95), "between 0 and 1"),
+        (lambda: stats.normal_quantile(1.5), "between 0 and 1"),
+        (lambda: stats.t_quantile(0.5, -1), "degrees of freedom must be positive"),
+        (lambda: stats.t_cdf(1.0, 0), "degrees of freedom must be positive"),
+        (lambda: stats.t_cdf(float("nan"), 3), "nan"),
+        (lambda: stats.bootstrap_ci([1.0], resamples=10), "need at least 2 samples"),
+        (lambda: stats.bootstrap_ci([1.0, 2.0], resamples=0), "resamples must be a positive integer"),
+        (lambda: stats.bootstrap_ratio_ci([0.0, 0.0], [1.0, 2.0], resamples=10), "ratio is undefined"),
+        (lambda: stats.tukey_outliers([]), "need at least 1 sample"),
+        (lambda: stats.instability_warnings([]), "need at least 1 sample"),
+        (lambda: stats.summarize([]), "need at least 1 sample"),
+    ],
+)
+def test_invalid_input_raises_perflab_error(call, message):
+    with pytest.raises(PerflabError) as info:
+        call()
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
