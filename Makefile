@@ -18,7 +18,7 @@ ALLOW_ROOT     := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
 	@echo "perflab: JupyterLab on 127.0.0.1:$(PORT); open the URL with the token printed below. Ctrl-C stops it."
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser $(ALLOW_ROOT) \
-	    --ServerApp.default_url=/files/welcome.html --ServerApp.root_dir=$(CURDIR)
+	    --LabApp.default_url=/files/welcome.html --ServerApp.root_dir=$(CURDIR)
 
 test: setup test-deps
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -29,7 +29,7 @@ def jupyter():
     port, token = _free_port(), secrets.token_hex(16)
     server = subprocess.Popen(
         [str(REPO / ".venv" / "bin" / "jupyter"), "lab", "--ip=127.0.0.1", f"--port={port}", "--no-browser",
-         "--allow-root", f"--IdentityProvider.token={token}", "--ServerApp.default_url=/files/welcome.html",
+         "--allow-root", f"--IdentityProvider.token={token}", "--LabApp.default_url=/files/welcome.html",
          f"--ServerApp.root_dir={REPO}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"

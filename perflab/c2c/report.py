@@ -30,6 +30,6 @@ def render_analysis(analysis: dict[str, Any]) -> str:
         lines.append("neighbours in numbering that are far apart:")
         for pair in sorted(misleading, key=lambda p: -p["one_way_ns"])[:MAX_GROUPS_SHOWN]:
             lines.append(f"  CPUs {pair['cpus'][0]},{pair['cpus'][1]}: {pair['one_way_ns']:.0f} ns, "
-                         f"crosses a {pair['crosses']} boundary (best pair: {pair['vs_best_ns']:.0f} ns)")
+                         f"crosses a {pair['crosses']} boundary (CPU {pair['cpus'][0]}'s nearest other core: {pair['vs_best_ns']:.0f} ns)")
     lines += [f"note: {note}" for note in analysis["notes"]]
     return "\n".join(lines)
