@@ -120,10 +120,6 @@ def cmd_exercises(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def _cpus(text: str) -> list[int]:
-    return parse_cpulist(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -146,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("lab", help="lab name (core-to-core, ...) or `all`")
     p.add_argument("--quick", action="store_true", help="fewer repetitions: a first look in seconds, not a final answer")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON (lab, verdict, reason, effect, results)")
-    p.add_argument("-C", "--cpus", type=_cpus, metavar="LIST", help="CPUs to use, like 0-3,8 (default: all online)")
+    p.add_argument("-C", "--cpus", metavar="LIST", help="CPUs to use, like 0-3,8 (default: all online)")
     p.add_argument("--runs", type=int, metavar="N", help="interleaved rounds (more runs: narrower confidence intervals)")
     p.add_argument("--no-wait", action="store_true", help="fail at once if another measurement is running")
     p.set_defaults(func=cmd_run)
@@ -191,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.func
     try:
+        if getattr(args, "cpus", None):
+            args.cpus = parse_cpulist(args.cpus)
         return handler(args)
     except PerflabError as err:
         print(f"perflab: {err}", file=sys.stderr)

@@ -6,7 +6,9 @@ from typing import Sequence
 
 from matplotlib.figure import Figure
 
-from . import stats
+from . import inline, stats
+
+inline.enable()
 
 
 def distributions(samples: dict[str, Sequence[float]], unit: str, title: str = "",

@@ -140,7 +140,7 @@ def test_figures_for_a_recorded_matrix_result(isolated_state):
     path = results.save(result)
     shown = lab.figures(Verdict(lab.LAB, "cannot-show", "test", results=str(path)))
     assert [title for title, _ in shown][0].startswith("Measured one-way latency")
-    assert len(shown) == 2
+    assert len(shown) == 2, "heatmap and the recorded example; a 32-CPU matrix has too many pairs to draw round by round"
 
 
 def test_recovered_levels_agree_with_the_probe_on_a_5950x():

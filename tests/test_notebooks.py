@@ -16,6 +16,7 @@ LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 @pytest.mark.parametrize("path", LAB_NOTEBOOKS, ids=lambda p: p.parent.name)
 def test_lab_notebook_runs_in_quick_mode(path, monkeypatch):
     monkeypatch.setenv("PERFLAB_QUICK", "1")
+    monkeypatch.delenv("MPLBACKEND")  # the kernel's own inline backend, as a learner has it
     notebook = nbformat.read(path, as_version=4)
     NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]

@@ -7,7 +7,10 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from .. import inline
 from .matrix import LatencyMatrix
+
+inline.enable()
 
 MAX_TICKS = 32
 

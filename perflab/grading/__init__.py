@@ -79,7 +79,7 @@ def execute_notebook(path: Path) -> tuple[dict[str, Any], list[str]]:
             if cell.cell_type != "code" or "check" in cell.metadata.get("tags", []):
                 continue
             try:
-                with contextlib.redirect_stdout(io.StringIO()):
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                     exec(compile(cell.source, f"{path.name} cell {number}", "exec"), namespace)
             except Exception as err:  # a learner's cell may raise anything
                 errors.append(f"cell {number}: {type(err).__name__}: {err}")

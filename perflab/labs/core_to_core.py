@@ -18,7 +18,7 @@ from ..c2c import analyze, from_result, load
 from ..cpulist import check_cpus, format_cpulist
 from ..errors import PerflabError
 from ..lock import measurement_lock
-from ..paths import DATA_DIR
+from ..paths import DATA_DIR, REPO_ROOT
 from ..probe import Machine, probe
 from ..runner import Config, Run, interleave
 from ..verdict import Verdict, judge_change
@@ -207,15 +207,14 @@ def recorded_example() -> str:
     matrix = load(RECORDED_EXAMPLE)
     found = analyze(matrix)
     crossing = [p for p in found["sequential_pairs"] if p["crosses"]]
-    best = found["recommended_pairs"][0]
     if not crossing:
         return f"Recorded {RECORDED_EXAMPLE.name}: no sequential pair crosses a boundary."
     worst = max(crossing, key=lambda p: p["one_way_ns"])
     a, b = worst["cpus"]
     return (
         f"Recorded data (AMD Ryzen 9 5950X): CPUs {a} and {b} are neighbours in numbering but cross a "
-        f"{worst['crosses']} boundary: {worst['one_way_ns']:.0f} ns one way, against {best['one_way_ns']:.0f} ns "
-        f"for the best pair {best['cpus'][0]},{best['cpus'][1]}. Open it with `perflab c2c analyze {RECORDED_EXAMPLE}`."
+        f"{worst['crosses']} boundary: {worst['one_way_ns']:.0f} ns one way, while CPU {a}'s nearest other core is "
+        f"{worst['vs_best_ns']:.0f} ns away. See it with `perflab c2c analyze {RECORDED_EXAMPLE.relative_to(REPO_ROOT)}`."
     )
 
 
@@ -264,6 +263,21 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
 
 
 
+MAX_PAIRS_DRAWN = 6
+
+
+def _round_distributions(matrix_result: dict[str, Any]):
+    from ..plots import distributions
+
+    by_round: dict[str, list[float]] = {}
+    for run in matrix_result["runs"]:
+        for s in run["samples"]:
+            if not s.get("warmup"):
+                by_round.setdefault(f"CPUs {run['label']}, round {s['round'] + 1}", []).append(s["one_way_ns"])
+    return distributions(by_round, "one-way latency (ns)", centre=stats.median, centre_ci=stats.bootstrap_ci,
+                         centre_name="median")
+
+
 def figures(verdict: Verdict) -> list[tuple[str, Any]]:
     """The lab's pictures for a verdict: the measured heatmap, the A/B distributions, a recorded example."""
     from ..c2c.plots import heatmap
@@ -274,8 +288,11 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
         return shown
     main = results.load(verdict.results)
     matrix_result = results.load(main["matrix_results"]) if main["kind"] == "compare" else main
-    matrix = from_result(matrix_result)
+    matrix = from_result(matrix_result, source=f"measured here: {matrix_result['machine'].get('cpu_model', '')}")
     shown.append(("Measured one-way latency between CPUs (ns)", heatmap(matrix, matrix_result.get("analysis"))))
+    if len(matrix_result["runs"]) <= MAX_PAIRS_DRAWN:
+        shown.append(("Every sample of each pair, round by round: a moving pair has no stable distance",
+                      _round_distributions(matrix_result)))
     if main["kind"] == "compare":
         seq, best = main["params"]["sequential"], main["params"]["best"]
         rates = {f"sequential {seq[0]},{seq[1]}": main["rates"]["sequential"], f"best {best[0]},{best[1]}": main["rates"]["best"]}
