@@ -290,7 +290,7 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
     matrix_result = results.load(main["matrix_results"]) if main["kind"] == "compare" else main
     matrix = from_result(matrix_result, source=f"measured here: {matrix_result['machine'].get('cpu_model', '')}")
     shown.append(("Measured one-way latency between CPUs (ns)", heatmap(matrix, matrix_result.get("analysis"))))
-    if len(matrix_result["runs"]) <= MAX_PAIRS_DRAWN:
+    if 0 < len(matrix_result["runs"]) <= MAX_PAIRS_DRAWN:
         shown.append(("Every sample of each pair, round by round: a moving pair has no stable distance",
                       _round_distributions(matrix_result)))
     if main["kind"] == "compare":
