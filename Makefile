@@ -42,8 +42,9 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --python python3 --quiet
 	touch $@
 
+# Only the search feature: JupyterLab serves the built book, so mdBook's own server is not needed (and compiles for minutes).
 $(MDBOOK):
-	cargo install mdbook --version $(MDBOOK_VERSION) --locked --root $(TOOLS)
+	cargo install mdbook --version $(MDBOOK_VERSION) --locked --no-default-features --features search --root $(TOOLS)
 
 bench:
 	@$(MAKE) -s -C perflab/native
