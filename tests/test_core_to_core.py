@@ -76,7 +76,7 @@ def test_pick_pairs_prefers_the_crossing_neighbours():
         ],
         "recommended_pairs": [{"cpus": [0, 3], "one_way_ns": 18.0}],
     }
-    assert lab.pick_pairs(analysis, [0, 1, 2, 3]) == ((1, 2), (0, 3))
+    assert lab.pick_pairs(analysis) == ((1, 2), (0, 3))
 
 
 def test_relation_on_recorded_topologies():
@@ -153,3 +153,41 @@ def test_recovered_levels_agree_with_the_probe_on_a_5950x():
     notes = lab.topology_agreement(analyze(recorded), ryzen, recorded.cpus)
     assert any("matches the SMT siblings (probe)" in n for n in notes), notes
     assert any("matches the shared LLC (probe)" in n for n in notes), notes
+
+
+def test_run_on_a_many_core_machine_races_the_crossing_pair(monkeypatch, isolated_state):
+    """The lab's 3+ CPU path, with the 5950X's recorded matrix and rates standing in for measurements here."""
+    import random
+
+    from conftest import FIXTURE_MACHINES
+    from perflab.sysfs import SysRoot
+
+    ryzen = probe(SysRoot(FIXTURE_MACHINES / "amd-chiplet"))
+    recorded = lab.load(lab.RECORDED_EXAMPLE)
+    raced = {}
+
+    def fake_matrix(machine, cpus, settings, mode="cas", progress=True, wait=True):
+        result = results.new_result(lab.LAB, "matrix", machine.summary(), {"cpus": cpus})
+        result.update(matrix=recorded.subset(cpus).to_json(), runs=[], notes=[])
+        return result
+
+    def fake_compare(machine, sequential, best, settings, progress=True, wait=True):
+        raced.update(sequential=sequential, best=best)
+        rng = random.Random(7)
+        rates = {"sequential": [rng.gauss(5.9e6, 0.1e6) for _ in range(30)],
+                 "best": [rng.gauss(6.4e6, 0.1e6) for _ in range(30)]}
+        result = results.new_result(lab.LAB, "compare", machine.summary(), {"sequential": list(sequential), "best": list(best)})
+        result.update(rates=rates, runs=[])
+        return result
+
+    monkeypatch.setattr(lab, "probe", lambda: ryzen)
+    monkeypatch.setattr(lab, "measure_matrix", fake_matrix)
+    monkeypatch.setattr(lab, "compare_pairs", fake_compare)
+    verdict = lab.run(quick=True, progress=False)
+    crossing = {tuple(p["cpus"]) for p in analyze(recorded)["sequential_pairs"] if p["crosses"]}
+    assert raced["sequential"] in crossing, "the naive pair is neighbours that cross a boundary"
+    assert raced["best"] not in crossing
+    assert verdict.verdict == "reproduced" and verdict.effect.value > 0.05
+    assert any("matches the shared LLC (probe)" in n for n in verdict.notes)
+    saved = results.load(verdict.results)
+    assert saved["summary"]["best"]["harmonic_mean"] > saved["summary"]["sequential"]["harmonic_mean"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import results, stats
@@ -56,8 +57,7 @@ def settings_for(quick: bool, runs: int | None = None) -> Settings:
     return chosen
 
 
-def pingpong_argv(a: int, b: int, mode: str, round_trips: int, samples: int, warmup: int = 3) -> list[str]:
-    binary = ensure_built(SOURCE_DIR, "pingpong")
+def pingpong_argv(binary: Path, a: int, b: int, mode: str, round_trips: int, samples: int, warmup: int = 3) -> list[str]:
     return [str(binary), "-C", f"{a},{b}", "-m", mode, "-r", str(round_trips), "-s", str(samples), "-w", str(warmup)]
 
 
@@ -100,7 +100,9 @@ def measure_matrix(machine: Machine, cpus: list[int], settings: Settings, mode: 
                    progress: bool = True, wait: bool = True) -> dict[str, Any]:
     """Measure every pair of `cpus`, interleaved; return a result with the matrix and raw samples."""
     pairs = list(itertools.combinations(cpus, 2))
-    configs = [Config(f"{a},{b}", pingpong_argv(a, b, mode, settings.round_trips, settings.samples)) for a, b in pairs]
+    binary = ensure_built(SOURCE_DIR, "pingpong")
+    configs = [Config(f"{a},{b}", pingpong_argv(binary, a, b, mode, settings.round_trips, settings.samples))
+               for a, b in pairs]
     with measurement_lock(f"perflab {LAB} matrix", wait=wait):
         runs = interleave(configs, settings.rounds, desc=f"{len(pairs)} CPU pairs", progress=progress)
     index = {cpu: i for i, cpu in enumerate(cpus)}
@@ -164,19 +166,22 @@ def topology_agreement(analysis: dict[str, Any], machine: Machine, cpus: list[in
     return notes
 
 
+def sample_rate(sample: dict[str, Any]) -> float:
+    """Round trips per second of one sample: the throughput two communicating threads reach."""
+    return sample["round_trips"] * 1e9 / sample["elapsed_ns"]
+
+
 def round_trip_rates(run: Run) -> list[float]:
-    """Round trips per second of each sample: the throughput two communicating threads reach."""
-    return [s["round_trips"] * 1e9 / s["elapsed_ns"] for s in run.samples if not s.get("warmup")]
+    return [sample_rate(s) for s in run.samples if not s.get("warmup")]
 
 
 # ANCHOR: compare
 def compare_pairs(machine: Machine, sequential: tuple[int, int], best: tuple[int, int], settings: Settings,
                   progress: bool = True, wait: bool = True) -> dict[str, Any]:
     """Message-passing throughput on the sequential pair and on the best pair, interleaved run by run."""
-    configs = [
-        Config("sequential", pingpong_argv(*sequential, "two-lines", settings.compare_round_trips, 1, warmup=1)),
-        Config("best", pingpong_argv(*best, "two-lines", settings.compare_round_trips, 1, warmup=1)),
-    ]
+    binary = ensure_built(SOURCE_DIR, "pingpong")
+    configs = [Config(label, pingpong_argv(binary, *pair, "two-lines", settings.compare_round_trips, 1, warmup=1))
+               for label, pair in (("sequential", sequential), ("best", best))]
     with measurement_lock(f"perflab {LAB} compare", wait=wait):
         runs = interleave(configs, settings.compare_runs, desc="sequential vs best pair", progress=progress)
     rates = {label: round_trip_rates(run) for label, run in runs.items()}
@@ -193,7 +198,7 @@ def rate_summary(rates: list[float]) -> dict[str, float]:
     return {"harmonic_mean": stats.harmonic_mean(rates), "ci_low": low, "ci_high": high, "n": len(rates)}
 
 
-def pick_pairs(analysis: dict[str, Any], cpus: list[int]) -> tuple[tuple[int, int], tuple[int, int]]:
+def pick_pairs(analysis: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int]]:
     """The naive pair (neighbours in numbering, the one crossing the coarsest boundary) and the best pair."""
     sequential = analysis["sequential_pairs"]
     crossing = [p for p in sequential if p["crosses"]]
@@ -243,7 +248,7 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
             results=str(matrix_path), notes=notes,
         )
 
-    sequential, best = pick_pairs(analysis, chosen)
+    sequential, best = pick_pairs(analysis)
     if set(sequential) == set(best):
         return Verdict(LAB, "not-reproduced",
                        f"here the neighbours {sequential[0]},{sequential[1]} are also the best pair: numbering matches distance",

@@ -72,7 +72,7 @@ def _learner_result(ns: dict) -> tuple[dict | None, Check]:
 
 
 def _raw_rates(saved: dict) -> list[float]:
-    return [s["round_trips"] * 1e9 / s["elapsed_ns"] for s in lab.raw_samples(saved)]
+    return [lab.sample_rate(s) for s in lab.raw_samples(saved)]
 
 
 def harmonic_mean(ns: dict) -> list[Check]:
