@@ -45,8 +45,7 @@ def topology(machine) -> Figure:
     packages = machine.package_groups()
     llcs = machine.llc_groups() or packages
     cores = machine.smt_sibling_groups() or [[c] for c in machine.online_cpus]
-    width = max(len(p) for p in packages)
-    figure = Figure(figsize=(min(14, 1.5 + 0.45 * width * len(packages)), 2.6))
+    figure = Figure(figsize=(min(16, 1.5 + 0.5 * len(cores) + 0.4 * len(llcs)), 2.6))
     ax = figure.subplots()
     x = 0.0
     for package in packages:
@@ -54,10 +53,11 @@ def topology(machine) -> Figure:
         for llc in [g for g in llcs if set(g) <= set(package)] or [package]:
             llc_start = x
             for core in [c for c in cores if set(c) <= set(llc)]:
-                ax.add_patch(_box(x + 0.05, 0.2, len(core) * 0.9, 0.9, "#dbe9f6"))
-                for i, cpu in enumerate(core):
-                    ax.text(x + 0.5 + i * 0.9, 0.65, str(cpu), ha="center", va="center", fontsize=8)
-                x += len(core) * 0.9 + 0.2
+                ax.add_patch(_box(x + 0.05, 0.2, 0.8, 0.9, "#dbe9f6"))
+                for i, cpu in enumerate(core):  # SMT siblings stacked inside their core's box
+                    ax.text(x + 0.45, 0.65 + 0.25 * ((len(core) - 1) / 2 - i), str(cpu), ha="center", va="center",
+                            fontsize=8 if len(cores) <= 32 else 6)
+                x += 1.0
             ax.add_patch(_box(llc_start - 0.05, 0.05, x - llc_start, 1.3, "none", "#1f77b4"))
             ax.text(llc_start, 1.22, "shared LLC", fontsize=7, color="#1f77b4")
             x += 0.3
