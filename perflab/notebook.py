@@ -42,7 +42,8 @@ def run_panel(lab: ModuleType, machine: Machine) -> widgets.Widget:
     """Choose CPUs, quick or full, the number of runs; press Run; see the verdict and the plots."""
     cpus = widgets.SelectMultiple(options=machine.online_cpus, value=tuple(machine.online_cpus),
                                   description="CPUs", rows=min(8, len(machine.online_cpus)))
-    quick = widgets.Checkbox(value=True, description="quick (a first look, not a final answer)")
+    quick = widgets.Checkbox(value=True, description="quick (a first look, not a final answer)",
+                             style={"description_width": "initial"}, layout=widgets.Layout(width="auto"))
     runs = widgets.IntSlider(value=10, min=3, max=60, description="runs")
     button = widgets.Button(description="Run", button_style="primary", icon="play")
     output = widgets.Output()

@@ -116,7 +116,8 @@ def check_button(name: str, namespace: dict[str, Any]):
     """A button for the notebook: click to run the checks on the notebook's current state."""
     import ipywidgets as widgets
 
-    button = widgets.Button(description=f"Check {name}", button_style="primary", icon="check")
+    button = widgets.Button(description=f"Check {name}", button_style="primary", icon="check",
+                            layout=widgets.Layout(width="auto"))
     output = widgets.Output()
 
     def on_click(_):
