@@ -70,9 +70,10 @@ def main() -> int:
     with measurement_lock("side-by-side benchmark"):
         for r in range(args.rounds):
             for bench, mode in MATCHING.items():
-                order = [("crate", lambda: crate_mean_ns(bench, a, b)), ("pingpong", lambda: pingpong_mean_ns(binary, mode, a, b))]
-                for tool, measure in order if r % 2 == 0 else order[::-1]:
-                    rounds[bench][tool].append(measure())
+                order = ["crate", "pingpong"] if r % 2 == 0 else ["pingpong", "crate"]  # neither always goes first
+                for tool in order:
+                    ns = crate_mean_ns(bench, a, b) if tool == "crate" else pingpong_mean_ns(binary, mode, a, b)
+                    rounds[bench][tool].append(ns)
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr, end="\r")
     report = {}
     for bench, mode in MATCHING.items():

@@ -19,7 +19,7 @@ def distributions(samples: dict[str, Sequence[float]], unit: str, title: str = "
     """
     figure = Figure(figsize=(7, 1.2 + 0.9 * len(samples)))
     ax = figure.subplots()
-    for row, (label, values) in enumerate(samples.items()):
+    for row, values in enumerate(samples.values()):
         jitter = [row + 0.25 * ((i * 0.618) % 1 - 0.5) for i in range(len(values))]
         ax.scatter(values, jitter, s=12, alpha=0.5)
         mid = centre(values)
