@@ -38,8 +38,10 @@ $(UV):
 	$(TOOLS)/uv/bin/pip install -q uv==$(UV_VERSION)
 
 # The lock file pins every Python package; --frozen refuses to run if it is stale.
-$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
+# JupyterLab's defaults come from deps/: no news pop-up over the course's notebooks.
+$(VENV)/.synced: pyproject.toml uv.lock deps/jupyterlab-overrides.json | $(UV)
 	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --python python3 --quiet
+	install -D -m 644 deps/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $@
 
 # Only the search feature: JupyterLab serves the built book, so mdBook's own server is not needed (and compiles for minutes).
