@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from .cpulist import parse_cpulist
@@ -120,6 +121,20 @@ def cmd_exercises(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def cmd_layout(args: argparse.Namespace) -> int:
+    from . import layout
+
+    binary = Path(args.binary)
+    if not binary.is_file():
+        raise PerflabError(f"no such binary {binary}: build it first (for the lab: make -C labs/06-loop-alignment)")
+    loop = layout.find_loop(layout.disassemble(binary, [args.function])[args.function])
+    if args.json:
+        _print_json(layout.describe(loop))
+    else:
+        print(layout.render_lines(loop))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -174,6 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a core-to-core-latency CSV or a perflab matrix result (.json)")
     p.add_argument("-o", "--output", default="heatmap.png", help="PNG to write (default: heatmap.png)")
     p.set_defaults(func=cmd_c2c_heatmap)
+
+    p = sub.add_parser("layout", help="where a function's innermost loop sits on 64-byte lines (from objdump)",
+                       formatter_class=formatter,
+                       epilog=_examples("perflab layout build/06-loop-alignment/offset_sweep alu_loop_46",
+                                        "perflab layout ./a.out main --json"))
+    p.add_argument("binary", help="an x86-64 ELF binary")
+    p.add_argument("function", help="the function whose innermost loop to show (a symbol objdump knows)")
+    p.add_argument("--json", action="store_true", help="the loop's bytes and boundary facts as JSON")
+    p.set_defaults(func=cmd_layout)
 
     p = sub.add_parser("exercises", help="for authors: generate learner notebooks, run the author check",
                        formatter_class=formatter,

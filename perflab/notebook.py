@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import os
 from types import ModuleType
+from typing import Callable
 
 import ipywidgets as widgets
 from IPython.display import HTML, display
@@ -38,14 +39,10 @@ def show_verdict(verdict: Verdict, lab: ModuleType) -> None:
         display(figure)
 
 
-def run_panel(lab: ModuleType, machine: Machine) -> widgets.Widget:
-    """Choose CPUs, quick or full, the number of runs; press Run; see the verdict and the plots."""
-    cpus = widgets.SelectMultiple(options=machine.online_cpus, value=tuple(machine.online_cpus),
-                                  description="CPUs", rows=min(8, len(machine.online_cpus)))
-    quick = widgets.Checkbox(value=True, description="quick (a first look, not a final answer)",
-                             style={"description_width": "initial"}, layout=widgets.Layout(width="auto"))
-    runs = widgets.IntSlider(value=10, min=3, max=60, description="runs")
-    button = widgets.Button(description="Run", button_style="primary", icon="play")
+def action_button(description: str, action: Callable[[], None]) -> tuple[widgets.Button, widgets.Output]:
+    """A button that runs `action` into its own output area: disabled while it runs, errors in one line."""
+    button = widgets.Button(description=description, button_style="primary", icon="play",
+                            layout=widgets.Layout(width="auto"))
     output = widgets.Output()
 
     def on_click(_):
@@ -53,11 +50,30 @@ def run_panel(lab: ModuleType, machine: Machine) -> widgets.Widget:
         button.disabled = True
         with output:
             try:
-                show_verdict(lab.run(cpus=list(cpus.value), quick=quick.value, runs=runs.value), lab)
+                action()
             except PerflabError as err:
                 print(f"perflab: {err}")
             finally:
                 button.disabled = False
 
     button.on_click(on_click)
-    return widgets.VBox([widgets.HBox([cpus, widgets.VBox([quick, runs, button])]), output])
+    return button, output
+
+
+def run_panel(lab: ModuleType, machine: Machine, choices: dict[str, list] | None = None) -> widgets.Widget:
+    """Choose CPUs, quick or full, the number of runs (and any lab-specific `choices`); press Run; see the verdict."""
+    dropdowns = {name: widgets.Dropdown(options=options, value=options[0], description=name)
+                 for name, options in (choices or {}).items()}
+    cpus = widgets.SelectMultiple(options=machine.online_cpus, value=tuple(machine.online_cpus),
+                                  description="CPUs", rows=min(8, len(machine.online_cpus)))
+    quick = widgets.Checkbox(value=True, description="quick (a first look, not a final answer)",
+                             style={"description_width": "initial"}, layout=widgets.Layout(width="auto"))
+    runs = widgets.IntSlider(value=10, min=3, max=60, description="runs")
+
+    def run_lab():
+        chosen = {name: dropdown.value for name, dropdown in dropdowns.items()}
+        show_verdict(lab.run(cpus=list(cpus.value), quick=quick.value, runs=runs.value, **chosen), lab)
+
+    button, output = action_button("Run", run_lab)
+    controls = widgets.VBox([*dropdowns.values(), quick, runs, button])
+    return widgets.VBox([widgets.HBox([cpus, controls]), output])

@@ -81,6 +81,13 @@ def save(result: dict[str, Any], folder: Path | None = None) -> Path:
     return path
 
 
+def update(result: dict[str, Any]) -> Path:
+    """Rewrite a saved result in place (it gained a confirmation or a verdict); return its path."""
+    path = Path(result["path"])
+    write_atomic(path, json.dumps(result, indent=1) + "\n")
+    return path
+
+
 def load(path: str | os.PathLike) -> dict[str, Any]:
     """Read a result file, refusing files that are not perflab results of a known version."""
     try:
