@@ -455,13 +455,13 @@ def sweep_figure(result: dict[str, Any]):
     ax.set_xlabel("loop start offset (bytes past a 256-byte boundary); lines at 16 (dotted), 32 (dashed), 64 (solid)")
     ax.set_ylabel("ns per iteration (median, 95% CI)")
     ax.set_xlim(offsets[0] - 1, offsets[-1] + 1)
-    ax.set_title(f"{result['params']['loop']} loop: red = significantly slow; shaded = the loop crosses a 64-byte line",
-                 fontsize=10)
+    ax.text(0.01, 0.97, f"{result['params']['loop']} loop: red = slow on 3 visits of 4; shaded = the loop crosses a 64-byte line",
+            transform=ax.transAxes, va="top", fontsize=9, backgroundcolor="white")
     figure.tight_layout()
     return figure
 
 
-def layout_figure(loop_description: dict[str, Any], title: str = ""):
+def layout_figure(loop_description: dict[str, Any]):
     """The loop's bytes drawn on 64-byte lines: one row per line, the 32-byte halves split, the jump in red."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
@@ -489,8 +489,8 @@ def layout_figure(loop_description: dict[str, Any], title: str = ""):
     ax.set_ylim(-rows - 0.2, 0)
     ax.set_xticks(range(0, 65, 16))
     ax.set_yticks([])
-    ax.set_xlabel("byte within the 64-byte line (dashed: the 32-byte halves)")
-    ax.set_title(title or f"loop at {start:#x}: {loop_description['size']} bytes", fontsize=10)
+    ax.set_xlabel(f"loop at {start:#x}, {loop_description['size']} bytes (jump in red); "
+                  "byte within the 64-byte line (dashed: the 32-byte halves)")
     figure.tight_layout()
     return figure
 
