@@ -216,8 +216,8 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
     ]
     if classification["sometimes_slow"]:
         notes.append(f"slow on some visits only: {offset_ranges(classification['sometimes_slow'])}. The front end "
-                     "switched between a fast and a slow way of running the same bytes; on a VM, the host's use of "
-                     "the other hyperthread of this core is a likely cause")
+                     "switched between a fast and a slow way of running the same bytes; on a VM, the host running "
+                     "something on this core's other hyperthread is one possible cause (a PMU would tell)")
     if classification["slow"] and best["share"] >= EXPLAINS:
         notes.append(f"they line up with '{best['fact']}': slow where it is true, fast where it is false, on "
                      f"{best['agree']} of {best['of']} offsets (objdump's layout of each copy)")
