@@ -23,9 +23,9 @@ LINE = 64  # instruction-cache line
 WINDOW = 32  # decoded-uop cache window
 FETCH = 16  # legacy decode fetch block
 
-# Instructions that macro-fuse with a following conditional jump on Intel cores:
-# the JCC erratum then applies to the fused pair as a whole.
-_FUSING = ("cmp", "test", "add", "sub", "and", "inc", "dec")
+# Instructions that macro-fuse with a following conditional jump on Intel cores
+# (with or without an AT&T size suffix): the JCC erratum then applies to the pair.
+_FUSING = re.compile(r"(cmp|test|add|sub|and|inc|dec)[bwlq]?")
 
 _SYMBOL = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
 _INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\t([0-9a-f ]+?)\s*(?:\t(.*))?$")
@@ -135,7 +135,7 @@ class Loop:
     def branch_span(self) -> tuple[int, int]:
         """Bytes of the closing jump, with the instruction fused to it when there is one."""
         branch = self.branch
-        if len(self.instructions) > 1 and self.instructions[-2].mnemonic.startswith(_FUSING) and branch.is_conditional_jump():
+        if len(self.instructions) > 1 and _FUSING.fullmatch(self.instructions[-2].mnemonic) and branch.is_conditional_jump():
             return self.instructions[-2].address, branch.end
         return branch.address, branch.end
 

@@ -68,8 +68,9 @@ def choose_cpu(machine: Machine, cpus: list[int] | None) -> int:
     return machine.online_cpus[-1]
 
 
-def sweep_argv(binary: Path, loop: str, offsets: str, iterations: int, rounds: int, rotation: int, cpu: int) -> list[str]:
-    return [str(binary), "-l", loop, "-o", offsets, "-n", str(iterations), "-s", str(rounds),
+def sweep_argv(binary: Path, loop: str, offsets: str, iterations: int, rotation: int, cpu: int) -> list[str]:
+    """One round per process: the lab starts a process per round, so the progress bar moves."""
+    return [str(binary), "-l", loop, "-o", offsets, "-n", str(iterations), "-s", "1",
             "-r", str(rotation), "-C", str(cpu)]
 
 
@@ -135,15 +136,14 @@ def offset_ranges(offsets: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "none"
 
 
-def measure_offsets(loop: str, offsets: str, cpu: int, iterations: int, rounds: int, desc: str,
+def measure_offsets(binary: Path, loop: str, offsets: str, cpu: int, iterations: int, rounds: int, desc: str,
                     progress: bool = True, wait: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One process per round, each visiting every offset in an order rotated by the round number."""
-    binary = ensure_built(SOURCE_DIR, "offset_sweep")
     samples: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
     with measurement_lock(f"perflab {LAB} {desc}", wait=wait):
         for r in tqdm(range(rounds), desc=desc, disable=not progress, file=sys.stderr, leave=False):
-            meta, found = run_once(sweep_argv(binary, loop, offsets, iterations, 1, r, cpu))
+            meta, found = run_once(sweep_argv(binary, loop, offsets, iterations, r, cpu))
             samples += [dict(s, round=r) for s in found]
     return meta, samples
 
@@ -155,10 +155,11 @@ def sweep(loop: str = "alu", cpu: int | None = None, settings: Settings = QUICK,
         raise PerflabError(f"unknown loop {loop!r}: choose one of {', '.join(LOOPS)}")
     machine = machine or probe()
     cpu = choose_cpu(machine, [cpu] if cpu is not None else None)
-    meta, samples = measure_offsets(loop, f"{OFFSETS[0]}-{OFFSETS[-1]}", cpu, settings.iterations, settings.rounds,
-                                    f"{loop} loop, {len(OFFSETS)} offsets", progress, wait)
+    binary = ensure_built(SOURCE_DIR, "offset_sweep")
+    meta, samples = measure_offsets(binary, loop, f"{OFFSETS[0]}-{OFFSETS[-1]}", cpu, settings.iterations,
+                                    settings.rounds, f"{loop} loop, {len(OFFSETS)} offsets", progress, wait)
     by_offset = samples_by_offset(samples)
-    layouts = loop_layouts(ensure_built(SOURCE_DIR, "offset_sweep"), loop)
+    layouts = loop_layouts(binary, loop)
     facts = {o: layout.boundary_facts(layouts[o]) for o in by_offset}
     found = classify(by_offset)
     found["medians"] = {str(o): m for o, m in found["medians"].items()}  # JSON keys are strings
@@ -173,7 +174,7 @@ def confirm(sweep_result: dict[str, Any], settings: Settings, progress: bool = T
     """Race the sweep's slowest offset against its fastest in a fresh run: no winner's curse."""
     params = sweep_result["params"]
     fast, slow = sweep_result["classification"]["fastest"], sweep_result["classification"]["slowest"]
-    _, samples = measure_offsets(params["loop"], f"{min(fast, slow)},{max(fast, slow)}", params["cpu"],
+    _, samples = measure_offsets(ensure_built(SOURCE_DIR, "offset_sweep"), params["loop"], f"{min(fast, slow)},{max(fast, slow)}", params["cpu"],
                                  settings.iterations, settings.confirm_rounds, f"offset {slow} vs {fast}", progress, wait)
     by_offset = samples_by_offset(samples)
     return {"fastest": fast, "slowest": slow, "ns_per_iter": {str(o): v for o, v in by_offset.items()}}

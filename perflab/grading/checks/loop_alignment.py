@@ -8,6 +8,8 @@ machine does not show the effect and the grade is inconclusive, not failed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ... import layout
 from ...errors import PerflabError
 from ...labs import loop_alignment as lab
@@ -45,8 +47,8 @@ def slow_build_fix(ns: dict) -> list[Check]:
         return checks
     try:
         fixed = lab.with_fix(slow, list(fix))
-        fixed_loop = lab.function_loop(lab.build_variant(lab.EXERCISE_SOURCE, fixed, lab.EXERCISE_BUILD_DIR),
-                                       lab.EXERCISE_FUNCTION)
+        fixed_binary = lab.build_variant(lab.EXERCISE_SOURCE, fixed, lab.EXERCISE_BUILD_DIR)
+        fixed_loop = lab.function_loop(fixed_binary, lab.EXERCISE_FUNCTION)
     except PerflabError as err:
         checks.append(Check("your fix builds", FAILED, "a build and a loop objdump can find", str(err)))
         return checks
@@ -60,14 +62,15 @@ def slow_build_fix(ns: dict) -> list[Check]:
                         f"{claim!r}: " + ("not a boundary size" if claim not in BOUNDARIES else
                                           f"slow build {'crosses' if in_slow else 'does not cross'} it, "
                                           f"your fix {'still crosses' if in_fixed else 'does not'}")))
-    checks.append(_race(slow, fixed))
+    checks.append(_race(slow, slow_binary, fixed, fixed_binary))
     return checks
 
 
-def _race(slow: lab.Variant, fixed: lab.Variant) -> Check:
-    """Slow build, your fix and a known fix in one interleaved run: is yours significantly faster?"""
+def _race(slow: lab.Variant, slow_binary: Path, fixed: lab.Variant, fixed_binary: Path) -> Check:
+    """Slow build, your fix (both built already) and a known fix in one interleaved run: is yours faster?"""
     known = lab.Variant("known fix", slow.compiler, slow.flags + tuple(KNOWN_FIX))
-    built = {v.name: lab.build_variant(lab.EXERCISE_SOURCE, v, lab.EXERCISE_BUILD_DIR) for v in (slow, fixed, known)}
+    built = {slow.name: slow_binary, fixed.name: fixed_binary,
+             known.name: lab.build_variant(lab.EXERCISE_SOURCE, known, lab.EXERCISE_BUILD_DIR)}
     cpu = lab.choose_cpu(probe(), None)
     times = lab.measure_builds(built, ITERATIONS, RUNS, cpu, "grading: slow build vs fixes", progress=False)
     mine, mine_reason, _ = judge_change("your fix vs slow build", lab.rates(times[slow.name]), lab.rates(times[fixed.name]),
