@@ -54,6 +54,22 @@ static inline void perflab_pin_self(int cpu)
         perflab_die("cannot pin to CPU %d: %s (is it online and in this process's cpuset?)", cpu, strerror(err));
 }
 
+/* A size in bytes with an optional K, M or G suffix ("32K", "512M"), or stop with a message. */
+static inline size_t perflab_parse_size(const char *text)
+{
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno || end == text)
+        perflab_die("bad size %s: give bytes, e.g. 32768 or 32K", text);
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift)
+        end++;
+    if (*end)
+        perflab_die("bad size %s: the only suffixes are K, M and G", text);
+    return (size_t)value << shift;
+}
+
 static inline void perflab_print_meta(const char *bench)
 {
     printf("{\"type\":\"meta\",\"bench\":\"%s\",\"compiler\":\"%s\",\"cflags\":\"%s\"}\n",

@@ -36,7 +36,15 @@ def show_verdict(verdict: Verdict, lab: ModuleType) -> None:
     ))
     for title, figure in lab.figures(verdict):
         figure.suptitle(title)
-        display(figure)
+        show_figure(figure)
+
+
+def show_figure(figure) -> None:
+    """Display a figure once: closed, or the inline backend draws it again at the cell's end."""
+    import matplotlib.pyplot as plt
+
+    display(figure)
+    plt.close(figure)
 
 
 def action_button(description: str, action: Callable[[], None]) -> tuple[widgets.Button, widgets.Output]:

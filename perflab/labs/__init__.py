@@ -27,7 +27,7 @@ class Lab:
 
 LABS = [
     Lab(1, "core-to-core", "Core numbers lie about distance: core-to-core latency and pinning", "core_to_core"),
-    Lab(2, "inclusive-llc", "An inclusive LLC evicts another core's L1", None),
+    Lab(2, "inclusive-llc", "An inclusive LLC evicts another core's L1", "inclusive_llc"),
     Lab(3, "first-core-ipi", "Interrupts land on a core that did not ask for them", None),
     Lab(4, "page-table-levels", "5-level page tables cost on every minor fault", None),
     Lab(5, "numa-static-data", "One written global caps a NUMA machine's throughput", None),
