@@ -17,8 +17,11 @@ Three LLC policies:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Iterable
+
+from .text import table
 
 POLICIES = ("inclusive", "non-inclusive", "exclusive")
 
@@ -167,12 +170,11 @@ def replay(trace: str, policy: str, l1_lines: int = 2, llc_lines: int = 4) -> li
     if not trace or not all(c.isalpha() for c in trace):
         raise ValueError(f"a trace is letters, one per access, like {TEXTBOOK_TRACE!r}; got {trace!r}")
     hierarchy = Hierarchy((1, l1_lines), (1, llc_lines), policy, cores=1)
-    letter = chr  # lines are the letters' code points, so they print back as letters
     steps = []
-    for name in trace:
+    for name in trace:  # lines are the letters' code points, so chr() prints them back as letters
         access = hierarchy.access(0, ord(name))
-        steps.append(Step(name, access.level, [letter(x) for x in hierarchy.l1s[0].contents()],
-                          [letter(x) for x in hierarchy.llc.contents()], [letter(x) for _, x in access.back_invalidated]))
+        steps.append(Step(name, access.level, [chr(x) for x in hierarchy.l1s[0].contents()],
+                          [chr(x) for x in hierarchy.llc.contents()], [chr(x) for _, x in access.back_invalidated]))
     return steps
 
 
@@ -180,8 +182,7 @@ def render_steps(steps: list[Step]) -> str:
     """The replay as a table, one access per row."""
     rows = [("access", "served by", "L1 (old -> new)", "LLC (old -> new)", "back-invalidated")]
     rows += [(s.name, s.level, " ".join(s.l1), " ".join(s.llc), " ".join(s.back_invalidated)) for s in steps]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    return table(rows)
 
 
 # --- the victim and the aggressor ----------------------------------------------------------------------
@@ -207,7 +208,7 @@ def victim_aggressor(policy: str, aggressor_lines: int, geometry: Geometry = SCA
     `passes` passes of the aggressor.
     """
     hierarchy = Hierarchy(geometry.l1, geometry.llc, policy)
-    victim = _cycle(range(geometry.victim_lines))
+    victim = itertools.cycle(range(geometry.victim_lines))
     for _ in range(geometry.victim_lines):
         hierarchy.access(0, next(victim))
     for pass_number in range(passes + 1):
@@ -218,12 +219,6 @@ def victim_aggressor(policy: str, aggressor_lines: int, geometry: Geometry = SCA
             for _ in range(geometry.victim_accesses_per_line):
                 hierarchy.access(0, next(victim))
     return hierarchy.counts[0]
-
-
-def _cycle(lines: Iterable[int]):
-    lines = list(lines)
-    while True:
-        yield from lines
 
 
 def sweep(policy: str, fractions: Iterable[float], geometry: Geometry = SCALED, passes: int = 3) -> dict[float, Counts]:

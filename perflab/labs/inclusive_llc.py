@@ -29,6 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .. import cachesim, results, stats
+from ..text import table
 from ..build import ensure_built
 from ..cpulist import check_cpus
 from ..errors import PerflabError
@@ -117,6 +118,26 @@ def victim_working_set(machine: Machine, cpu: int) -> int:
     """Half the victim's L1d: it stays resident with room to spare (16 KiB if the size is unknown)."""
     l1d = l1d_of(machine, cpu)
     return l1d["size_kib"] * 1024 // 2 if l1d else 16 << 10
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Where the lab measures: the two CPUs, the LLC they share, and the victim's working set."""
+
+    victim_cpu: int
+    aggressor_cpu: int
+    llc: dict
+    working_set: int
+
+    @property
+    def llc_bytes(self) -> int:
+        return self.llc["size_kib"] * 1024
+
+
+def pair_for(machine: Machine, cpus: list[int] | None = None) -> Pair:
+    """choose_pair, plus what the measurement needs to know about the pair's caches."""
+    victim_cpu, aggressor_cpu = choose_pair(machine, cpus)
+    return Pair(victim_cpu, aggressor_cpu, llc_of(machine, victim_cpu), victim_working_set(machine, victim_cpu))
 
 
 # ANCHOR: predict
@@ -218,31 +239,32 @@ def parse_perf_stat(text: str) -> dict[str, float | None]:
 
 def run_victim(argv: list[str], events: list[str]) -> tuple[list[float], dict[str, float | None]]:
     """One victim run: its ns per access, warm-up dropped, and the counted events (if any)."""
-    if not events:
+    counts: dict[str, float | None] = {}
+    if events:
+        with tempfile.TemporaryDirectory() as folder:
+            output = Path(folder) / "perf.csv"
+            _, samples = run_once(with_perf_stat(argv, events, output))
+            counts = parse_perf_stat(output.read_text())
+    else:
         _, samples = run_once(argv)
-        return [s["ns_per_access"] for s in samples if not s.get("warmup")], {}
-    with tempfile.TemporaryDirectory() as folder:
-        output = Path(folder) / "perf.csv"
-        _, samples = run_once(with_perf_stat(argv, events, output))
-        counts = parse_perf_stat(output.read_text())
     return [s["ns_per_access"] for s in samples if not s.get("warmup")], counts
 
 
 # ANCHOR: measure
-def measure(victim_cpu: int, aggressor_cpu: int, llc_bytes: int, working_set: int, settings: Settings,
-            events: list[str] = (), progress: bool = True, fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
+def measure(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress: bool = True,
+            fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
     """Victim alone and beside every aggressor size, interleaved: each round visits all, in rotated order.
 
     One victim run gives one value: its median ns per access. The aggressor
     keeps one buffer of the largest size and is told which part to stream.
     """
-    victim, aggressor = ensure_built(SOURCE_DIR, "victim"), ensure_built(SOURCE_DIR, "aggressor")
-    sizes = {ALONE: 0, **{label(f): int(f * llc_bytes) // 64 * 64 for f in fractions}}
+    victim_run = victim_argv(ensure_built(SOURCE_DIR, "victim"), pair.victim_cpu, pair.working_set, settings.victim_ms)
+    sizes = {ALONE: 0, **{label(f): int(f * pair.llc_bytes) // 64 * 64 for f in fractions}}
     labels = list(sizes)
     ns = {name: [] for name in labels}
     gbps = {name: [] for name in labels}
     counts = {name: [] for name in labels}
-    with Aggressor(aggressor, aggressor_cpu, max(sizes.values())) as streamer:
+    with Aggressor(ensure_built(SOURCE_DIR, "aggressor"), pair.aggressor_cpu, max(sizes.values())) as streamer:
         bar = tqdm(total=settings.rounds * len(labels), desc="victim alone and beside each aggressor size",
                    disable=not progress, file=sys.stderr, leave=False)
         with bar:
@@ -250,7 +272,7 @@ def measure(victim_cpu: int, aggressor_cpu: int, llc_bytes: int, working_set: in
                 shift = r % len(labels)
                 for name in labels[shift:] + labels[:shift]:
                     streamer.stream(sizes[name])
-                    values, counted = run_victim(victim_argv(victim, victim_cpu, working_set, settings.victim_ms), list(events))
+                    values, counted = run_victim(victim_run, list(events))
                     ns[name].append(stats.median(values))
                     counts[name].append(counted)
                     period = streamer.stream(0)  # pause: the next victim run decides its own company
@@ -262,12 +284,12 @@ def measure(victim_cpu: int, aggressor_cpu: int, llc_bytes: int, working_set: in
 # ANCHOR_END: measure
 
 
-def timeline(victim_cpu: int, aggressor_cpu: int, size: int, working_set: int, phase_ms: int) -> dict[str, Any]:
+def timeline(pair: Pair, size: int, phase_ms: int) -> dict[str, Any]:
     """One long victim run: alone, then with the aggressor streaming `size` bytes, then alone again."""
     victim, aggressor = ensure_built(SOURCE_DIR, "victim"), ensure_built(SOURCE_DIR, "aggressor")
-    with Aggressor(aggressor, aggressor_cpu, size) as streamer:
+    with Aggressor(aggressor, pair.aggressor_cpu, size) as streamer:
         start = time.monotonic()
-        process = subprocess.Popen(victim_argv(victim, victim_cpu, working_set, 3 * phase_ms),
+        process = subprocess.Popen(victim_argv(victim, pair.victim_cpu, pair.working_set, 3 * phase_ms),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             time.sleep(phase_ms / 1000)
@@ -283,10 +305,9 @@ def timeline(victim_cpu: int, aggressor_cpu: int, size: int, working_set: int, p
                 process.wait()
     if process.returncode != 0:
         raise PerflabError(f"victim failed: {err.strip()}")
-    samples = [json.loads(line) for line in out.splitlines() if '"sample"' in line]
+    samples = [s for s in map(json.loads, out.splitlines()) if s["type"] == "sample" and not s.get("warmup")]
     return {"size": size, "aggressor_on_ms": on_ms, "aggressor_off_ms": off_ms,
-            "t_ms": [s["t_ms"] for s in samples if not s.get("warmup")],
-            "ns_per_access": [s["ns_per_access"] for s in samples if not s.get("warmup")]}
+            "t_ms": [s["t_ms"] for s in samples], "ns_per_access": [s["ns_per_access"] for s in samples]}
 
 
 # --- the verdict ---------------------------------------------------------------------------------------
@@ -327,38 +348,37 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
     machine = probe()
     prediction = predict(machine)
     try:
-        victim_cpu, aggressor_cpu = choose_pair(machine, cpus)
-        llc = llc_of(machine, victim_cpu)
+        pair = pair_for(machine, cpus)
     except CannotShow as reason:
         if cpus:
             raise  # the CPUs the learner chose do not qualify: say so, do not judge the machine
         return Verdict(LAB, "cannot-show", f"{reason}. The simulator in the notebook shows the mechanism on any "
                        "machine; a multi-core machine (or `perflab vm`) can measure it", notes=[prediction["text"]])
     settings = settings_for(quick, runs)
-    llc_bytes, working_set = llc["size_kib"] * 1024, victim_working_set(machine, victim_cpu)
     events = pmu_events(machine)
     with measurement_lock(f"perflab {LAB}", wait=wait):
-        measured = measure(victim_cpu, aggressor_cpu, llc_bytes, working_set, settings, events, progress)
-        picture = timeline(victim_cpu, aggressor_cpu, int(FRACTIONS[-1] * llc_bytes), working_set, settings.timeline_ms)
+        measured = measure(pair, settings, tuple(events), progress)
+        picture = timeline(pair, int(FRACTIONS[-1] * pair.llc_bytes), settings.timeline_ms)
     verdict, reason, effect = judge(measured["ns_per_access"])
     result = results.new_result(LAB, "sweep", machine.summary(), {
-        "victim_cpu": victim_cpu, "aggressor_cpu": aggressor_cpu, "llc_bytes": llc_bytes,
-        "working_set": working_set, "fractions": list(FRACTIONS), "events": events, **asdict(settings)})
+        "victim_cpu": pair.victim_cpu, "aggressor_cpu": pair.aggressor_cpu, "llc_bytes": pair.llc_bytes,
+        "working_set": pair.working_set, "fractions": list(FRACTIONS), "events": events, **asdict(settings)})
     result.update(prediction=prediction, timeline=picture, verdict=verdict, reason=reason, effect=asdict(effect),
                   **measured)
     path = results.save(result)
     ns = measured["ns_per_access"]
     notes = [
         prediction["text"],
-        f"victim on CPU {victim_cpu} ({working_set // 1024} KiB, half its L1d), aggressor on CPU {aggressor_cpu}; "
-        f"they share the L{llc['level']} of {llc['size_kib'] // 1024} MiB (CPUs {','.join(map(str, llc['cpus']))})",
+        f"victim on CPU {pair.victim_cpu} ({pair.working_set // 1024} KiB, half its L1d), aggressor on CPU "
+        f"{pair.aggressor_cpu}; they share the L{pair.llc['level']} of {pair.llc['size_kib'] // 1024} MiB "
+        f"(CPUs {','.join(map(str, pair.llc['cpus']))})",
         f"victim alone: {stats.median(ns[ALONE]):.3f} ns per access; beside the {label(FRACTIONS[0])} aggressor "
         f"{slowdown_text(ns, label(FRACTIONS[0]), ALONE)}: what a busy neighbour costs without evicting anything",
     ]
     gbps = measured["aggressor_gb_per_s"].get(label(FRACTIONS[-1]))
     if gbps:
         notes.append(f"the {label(FRACTIONS[-1])} aggressor streamed {stats.median(gbps):.1f} GB/s: it replaces the "
-                     f"whole LLC every {llc_bytes / (stats.median(gbps) * 1e9) * 1e3:.0f} ms")
+                     f"whole LLC every {pair.llc_bytes / (stats.median(gbps) * 1e9) * 1e3:.0f} ms")
     for name in (label(FRACTIONS[0]), label(FRACTIONS[-1])):
         notes += [f"{name}: {w}" for w in stats.instability_warnings(ns[name], "victim runs")]
     if not events:
@@ -412,8 +432,7 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
     if shutil.which("stress-ng") is None:
         raise PerflabError("stress-ng is not installed: run `make lab` (deps/debian.txt lists it)")
     machine = probe()
-    victim_cpu, aggressor_cpu = choose_pair(machine, cpus)
-    llc_bytes = llc_of(machine, victim_cpu)["size_kib"] * 1024
+    pair = pair_for(machine, cpus)
     settings = settings_for(quick)
     settings = replace(settings, stress_rounds=runs) if runs else settings
     rates: dict[str, list[float]] = {ALONE: [], "with aggressor": []}
@@ -425,11 +444,11 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
             company = order[r % 2]
             aggressor = None
             if company != ALONE:
-                aggressor = subprocess.Popen(stress_ng_argv("read64", aggressor_cpu, llc_bytes, 10 * settings.stress_seconds + 60),
+                aggressor = subprocess.Popen(stress_ng_argv("read64", pair.aggressor_cpu, pair.llc_bytes, 10 * settings.stress_seconds + 60),
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
                 time.sleep(1)  # let it map and touch its buffer first
             try:
-                done = subprocess.run(stress_ng_argv("flip", victim_cpu, 32 << 10, settings.stress_seconds, yaml_path),
+                done = subprocess.run(stress_ng_argv("flip", pair.victim_cpu, 32 << 10, settings.stress_seconds, yaml_path),
                                       capture_output=True, text=True, timeout=settings.stress_seconds + 60)
             finally:
                 if aggressor is not None:
@@ -437,24 +456,29 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
             if done.returncode != 0:
                 raise PerflabError(f"stress-ng failed: {done.stderr.strip().splitlines()[-1:]}")
             rates[company].append(parse_bogo_rate(yaml_path.read_text()))
-    per_op = {k: [1 / v for v in values] for k, values in rates.items()}  # seconds per op: higher is slower
+    per_op = seconds_per_op(rates)
     verdict, reason, effect = judge_change("stress-ng victim's time per bogo op, beside the aggressor vs alone",
                                            per_op[ALONE], per_op["with aggressor"], MIN_EFFECT, statistic=stats.median)
     result = results.new_result(LAB, "stress-ng", machine.summary(), {
-        "victim_cpu": victim_cpu, "aggressor_cpu": aggressor_cpu, "llc_bytes": llc_bytes,
-        "commands": [stress_ng_argv("flip", victim_cpu, 32 << 10, settings.stress_seconds),
-                     stress_ng_argv("read64", aggressor_cpu, llc_bytes, settings.stress_seconds)],
+        "victim_cpu": pair.victim_cpu, "aggressor_cpu": pair.aggressor_cpu, "llc_bytes": pair.llc_bytes,
+        "commands": [stress_ng_argv("flip", pair.victim_cpu, 32 << 10, settings.stress_seconds),
+                     stress_ng_argv("read64", pair.aggressor_cpu, pair.llc_bytes, settings.stress_seconds)],
         **asdict(settings)})
     result.update(bogo_ops_per_s=rates, verdict=verdict, reason=reason, effect=asdict(effect))
     result["path"] = str(results.save(result))
     return result
 
 
+def seconds_per_op(rates: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Bogo ops per second -> seconds per op: higher is slower, like the lab's ns per access."""
+    return {k: [1 / v for v in values] for k, values in rates.items()}
+
+
 def side_by_side_table(lab_result: dict[str, Any], stress_result: dict[str, Any]) -> str:
     """The lab's victim and stress-ng's, alone and beside an LLC-sized aggressor."""
     ns = lab_result["ns_per_access"]
     rates = stress_result["bogo_ops_per_s"]
-    per_op = {k: [1 / v for v in values] for k, values in rates.items()}
+    per_op = seconds_per_op(rates)
     rows = [
         ("benchmark", "alone", "beside a 1x LLC aggressor", "time per access / op"),
         ("perflab victim (ns per access)", f"{stats.median(ns[ALONE]):.3f}", f"{stats.median(ns[label(1.0)]):.3f}",
@@ -462,8 +486,7 @@ def side_by_side_table(lab_result: dict[str, Any], stress_result: dict[str, Any]
         ("stress-ng vm flip (bogo ops/s)", f"{stats.median(rates[ALONE]):,.0f}",
          f"{stats.median(rates['with aggressor']):,.0f}", slowdown_text(per_op, "with aggressor", ALONE)),
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    return table(rows)
 
 
 # --- the exercises' described machine ------------------------------------------------------------------

@@ -68,12 +68,10 @@ def _fresh_measurement(machine, claim) -> Check:
     if claim is None:
         return Check(name, INCONCLUSIVE, "True or False", "None: your own run could not decide; rerun it with more runs")
     try:
-        victim_cpu, aggressor_cpu = lab.choose_pair(machine)
-        llc = lab.llc_of(machine, victim_cpu)
+        pair = lab.pair_for(machine)
     except lab.CannotShow as reason:
         return Check(name, INCONCLUSIVE, "a machine that can measure this", str(reason))
-    measured = lab.measure(victim_cpu, aggressor_cpu, llc["size_kib"] * 1024, lab.victim_working_set(machine, victim_cpu),
-                           FRESH, progress=False, fractions=(lab.FRACTIONS[0], lab.FRACTIONS[-1]))
+    measured = lab.measure(pair, FRESH, progress=False, fractions=(lab.FRACTIONS[0], lab.FRACTIONS[-1]))
     verdict, reason, _ = lab.judge(measured["ns_per_access"])
     fresh = {"reproduced": True, "not-reproduced": False}.get(verdict)
     if fresh is None:
