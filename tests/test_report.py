@@ -12,7 +12,7 @@ def test_run_all_quick_writes_the_report():
     done = run_cli("run", "all", "--quick", "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert [lab["lab"] for lab in summary["labs"]] == ["core-to-core", "inclusive-llc", "loop-alignment"]
+    assert [lab["lab"] for lab in summary["labs"]] == ["core-to-core", "inclusive-llc", "loop-alignment", "causal-profiling"]
     page = Path(summary["report"]).read_text()
     assert "Core numbers lie about distance" in page and "The same loop, shifted a few bytes" in page
     assert "An inclusive LLC evicts" in page

@@ -32,7 +32,7 @@ LABS = [
     Lab(4, "page-table-levels", "5-level page tables cost on every minor fault", None),
     Lab(5, "numa-static-data", "One written global caps a NUMA machine's throughput", None),
     Lab(6, "loop-alignment", "The same loop, shifted a few bytes, runs much slower", "loop_alignment"),
-    Lab(7, "causal-profiling", "The hottest function is not the one to fix: causal profiling", None),
+    Lab(7, "causal-profiling", "The hottest function is not the one to fix: causal profiling", "causal_profiling"),
 ]
 
 
