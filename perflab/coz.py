@@ -48,7 +48,6 @@ _REQUIRED = {
     "shutdown": ("time",),
 }
 _WRAPPED = 2**63  # an unsigned 64-bit duration this large was negative before coz printed it
-SPEEDUPS = tuple(round(0.05 * i, 2) for i in range(21))  # the speedups coz tries
 
 
 @dataclass(frozen=True)

@@ -166,6 +166,7 @@ def test_parse_perf_report_ranks_user_and_kernel_symbols():
     assert [r["symbol"] for r in ranking] == ["compress_log", "parse_records", "_raw_spin_unlock_irqrestore"]
     assert ranking[0]["share"] == pytest.approx(0.4291) and ranking[2]["kernel"]
     assert lab.hottest_function(ranking) == "compress_log"
+    assert lab.hottest_function(ranking[2:]) is None
 
 
 @needs_two_cpus

@@ -171,9 +171,9 @@ def perf_ranking(argv: list[str], folder: Path) -> list[dict[str, Any]]:
     return parse_perf_report(report.stdout)
 
 
-def hottest_function(ranking: list[dict[str, Any]]) -> str:
-    """perf's first choice among the functions the lab can optimise."""
-    return next(r["symbol"] for r in ranking if r["symbol"] in FUNCTIONS)
+def hottest_function(ranking: list[dict[str, Any]]) -> str | None:
+    """perf's first choice among the functions the lab can optimise (None: perf saw none of them)."""
+    return next((r["symbol"] for r in ranking if r["symbol"] in FUNCTIONS), None)
 
 
 def _stop_group(process: subprocess.Popen) -> None:
@@ -338,16 +338,20 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
             ranked = coz.rank_lines(profile, POINT, MIN_EXPERIMENTS)
             picks = {"coz": function_at(source, ranked[0][0]) if ranked else None,
                      "perf": hottest_function(ranking)}
-            if picks["coz"] in FUNCTIONS:
+            if picks["coz"] in FUNCTIONS and picks["perf"] in FUNCTIONS:
                 for function in dict.fromkeys(picks.values()):
                     profile = session.run(settings.focus_seconds, f"{SOURCE}:{lines[function]}")
         finally:
             session.close()
         profile_text = session.text
-        rates = race(binary, chosen, picks, settings, progress) if picks["coz"] in FUNCTIONS else {}
+        ready = picks["coz"] in FUNCTIONS and picks["perf"] in FUNCTIONS
+        rates = race(binary, chosen, picks, settings, progress) if ready else {}
     rows = compare(profile, lines, picks, rates) if rates else []
     if rates:
         verdict, reason, effect = judge(picks, rates)
+    elif picks["perf"] is None:
+        verdict, reason, effect = "inconclusive", "perf's samples name none of the program's functions: is " \
+            "build/07-causal-profiling/commit stripped? Rebuild with `make -C labs/07-causal-profiling`", None
     elif not ranked:
         verdict, reason, effect = "inconclusive", f"coz ran {len(profile.experiments)} experiment(s), too few to " \
             f"rank any line ({MIN_EXPERIMENTS} per line needed): rerun without --quick, whose coz runs last longer", None
