@@ -9,6 +9,8 @@ configuration equally instead of biasing whichever ran last.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -93,3 +95,16 @@ def interleave(
     finally:
         bar.close()
     return runs
+
+
+def stop_process_group(process: subprocess.Popen, grace: float = 10) -> None:
+    """Stop a process started with start_new_session=True and everything it forked: SIGINT, then SIGKILL."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGINT)
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait()

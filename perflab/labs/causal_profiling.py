@@ -9,10 +9,8 @@ and put coz's predictions beside the measured speedups.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,7 @@ from ..errors import PerflabError
 from ..lock import measurement_lock
 from ..paths import BUILD_DIR, LABS_DIR, REPO_ROOT, results_dir
 from ..probe import Machine, probe
-from ..runner import Config, interleave
+from ..runner import Config, interleave, stop_process_group
 from ..verdict import Verdict, judge_change
 
 LAB = "causal-profiling"
@@ -176,16 +174,6 @@ def hottest_function(ranking: list[dict[str, Any]]) -> str | None:
     return next((r["symbol"] for r in ranking if r["symbol"] in FUNCTIONS), None)
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    """coz starts the program under a Python wrapper: stop the whole process group."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait()
-
-
 # ANCHOR: coz_run
 def coz_run(argv: list[str], output: Path, seconds: float, bar: tqdm, fixed_line: str | None = None) -> str:
     """One `coz run` of the program, over every line or one; returns the profile's text.
@@ -210,7 +198,7 @@ def coz_run(argv: list[str], output: Path, seconds: float, bar: tqdm, fixed_line
             raise PerflabError(f"coz run failed: {last}; check that the program was built with -gdwarf-3 "
                                f"(`make -C {SOURCE_DIR}`)")
     finally:
-        _stop_group(process)
+        stop_process_group(process)
     return output.read_text()
 # ANCHOR_END: coz_run
 

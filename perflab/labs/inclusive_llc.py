@@ -14,10 +14,8 @@ neighbour costs (a shared core, power, the memory controller) is in both.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,7 +33,7 @@ from ..cpulist import check_cpus
 from ..errors import PerflabError
 from ..lock import measurement_lock
 from ..probe import Machine, probe
-from ..runner import run_once
+from ..runner import run_once, stop_process_group
 from ..verdict import Verdict, judge_change
 
 LAB = "inclusive-llc"
@@ -413,17 +411,6 @@ def parse_bogo_rate(yaml_text: str) -> float:
     return float(found.group(1))
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """stress-ng forks workers: stop the whole process group, politely, then not."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, runs: int | None = None,
                            progress: bool = True, wait: bool = True) -> dict[str, Any]:
     """The seed's measurement: stress-ng's victim alone and beside an LLC-sized read64 aggressor, interleaved."""
@@ -452,7 +439,7 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
                                       capture_output=True, text=True, timeout=settings.stress_seconds + 60)
             finally:
                 if aggressor is not None:
-                    _stop(aggressor)
+                    stop_process_group(aggressor)
             if done.returncode != 0:
                 raise PerflabError(f"stress-ng failed: {done.stderr.strip().splitlines()[-1:]}")
             rates[company].append(parse_bogo_rate(yaml_path.read_text()))
