@@ -36,12 +36,35 @@ def _run_lab(name: str, args: argparse.Namespace):
     from .labs import find
 
     module = find(name).load()
-    return module.run(cpus=args.cpus, quick=args.quick, runs=args.runs, progress=not args.json, wait=not args.no_wait)
+    return module.run(cpus=args.cpus, quick=args.quick, runs=args.runs, progress=args.progress or not args.json,
+                      wait=not args.no_wait)
+
+
+def _run_lab_in_vm(args: argparse.Namespace) -> int:
+    from .labs import find
+    from .vm.labrun import run_lab
+
+    if args.lab == "all":
+        raise PerflabError("--vm runs one lab at a time: name the lab, e.g. `perflab run core-to-core --vm default`")
+    find(args.lab).load()  # an unknown or planned lab fails here, before a VM boots
+    verdict = run_lab(args.lab, args.vm, quick=args.quick, runs=args.runs, cpus=args.cpus, progress=not args.json)
+    if args.json:
+        _print_json(verdict)
+    else:
+        vm = verdict["vm"]
+        print(f"{verdict['lab']}: {verdict['verdict'].upper()} in VM {vm['profile']} ({vm['accel'].upper()}, {vm['topology']})")
+        print(f"  {verdict['reason']}")
+        for note in verdict.get("notes", []):
+            print(f"  - {note}")
+        print(f"results: {verdict['results']} (with the guest's probe and the VM's settings)")
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .report import run_all
 
+    if args.vm:
+        return _run_lab_in_vm(args)
     if args.lab == "all":
         verdicts, report_path = run_all(cpus=args.cpus, quick=args.quick, runs=args.runs, wait=not args.no_wait,
                                         progress=not args.json)
@@ -135,6 +158,58 @@ def cmd_layout(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vm(args: argparse.Namespace) -> int:
+    from .vm import image, machine
+
+    if args.action == "list":
+        from .text import table
+
+        rows = machine.status()
+        print(table([["profile", "machine", "kernel", "state", "for"],
+                     *[[r["profile"], r["topology"], " ".join(filter(None, [r["kernel"], r["kernel_args"]])), r["state"],
+                        r["description"]] for r in rows]]))
+        built = image.current()
+        print(f"guest image: {built.folder} ({'built' if built.exists() else 'not built yet: the first `perflab vm up` builds it'})")
+        return 0
+    if args.action == "build":
+        built = image.build() if args.force or not image.current().exists() else image.current()
+        info = built.info()
+        print(f"{built.folder}: built {info['built']} in {info['build_seconds']} s, {info['disk_bytes'] / 2**30:.2f} GiB on disk")
+        return 0
+    if args.action == "box":
+        from .vm.vagrant import BOX_NAME, build_box
+
+        box = build_box()
+        print(f"{box}: add it with `vagrant box add --name {BOX_NAME} {box}`, then `cd vm && vagrant up` "
+              "(see vm/Vagrantfile)")
+        return 0
+    if not args.profile:
+        raise PerflabError(f"`perflab vm {args.action}` needs a profile: one of {', '.join(machine_names())}")
+    if args.action == "up":
+        info = machine.up(args.profile)
+        print(f"{args.profile}: running ({info['accel'].upper()}: {info['accel_reason']}); "
+              f"`perflab vm shell {args.profile}` opens a shell, `perflab vm down {args.profile}` stops it")
+        return 0
+    if args.action == "down":
+        was_running = machine.down(args.profile)
+        print(f"{args.profile}: {'stopped' if was_running else 'was not running'}")
+        return 0
+    if args.action == "shell":
+        with machine.session(args.profile) as vm:
+            return machine.interactive_shell(vm)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise PerflabError(f"nothing to run: `perflab vm run {args.profile} -- COMMAND...`")
+    with machine.session(args.profile) as vm:
+        return machine.execute(vm, command)
+
+
+def machine_names() -> list[str]:
+    from .vm.profiles import names
+
+    return names()
+
+
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -153,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a lab (or all) and print its verdict", formatter_class=formatter,
                        epilog=_examples("perflab run core-to-core", "perflab run core-to-core --quick -C 0-3",
+                                        "perflab run loop-alignment --quick --vm default",
                                         "perflab run core-to-core --runs 60 --json", "perflab run all --quick"))
     p.add_argument("lab", help="lab name (core-to-core, ...) or `all`")
     p.add_argument("--quick", action="store_true", help="fewer repetitions: a first look in seconds, not a final answer")
@@ -160,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-C", "--cpus", metavar="LIST", help="CPUs to use, like 0-3,8 (default: all online)")
     p.add_argument("--runs", type=int, metavar="N", help="interleaved rounds (more runs: narrower confidence intervals)")
     p.add_argument("--no-wait", action="store_true", help="fail at once if another measurement is running")
+    p.add_argument("--vm", metavar="PROFILE", help="run the lab inside a VM of this profile (see `perflab vm list`)")
+    p.add_argument("--progress", action="store_true", help="progress bars on stderr even with --json")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("grade", help="grade an exercise notebook", formatter_class=formatter,
@@ -198,6 +276,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("function", help="the function whose innermost loop to show (a symbol objdump knows)")
     p.add_argument("--json", action="store_true", help="the loop's bytes and boundary facts as JSON")
     p.set_defaults(func=cmd_layout)
+
+    p = sub.add_parser("vm", help="VMs with the topology a lab needs (two NUMA nodes, la57, many vCPUs)",
+                       formatter_class=formatter,
+                       description="Boot, use and stop QEMU VMs described by the profiles in vm/. The guest image is "
+                                   "built from Debian packages on first use (root needed once) and cached.",
+                       epilog=_examples("perflab vm list", "perflab vm up numa2",
+                                        "perflab vm run numa2 -- numactl --hardware",
+                                        "perflab vm run la57 -- grep VmallocTotal /proc/meminfo",
+                                        "perflab vm shell wide", "perflab vm down numa2",
+                                        "perflab run core-to-core --quick --vm default",
+                                        "perflab vm box   # then see vm/Vagrantfile",
+                                        "PERFLAB_VM_ACCEL=tcg perflab vm up default   # skip the KVM trial"))
+    p.add_argument("action", choices=["list", "build", "up", "run", "shell", "down", "box"],
+                   help="list profiles | build the image | boot | run a command | open a shell | stop | "
+                        "make a Vagrant box")
+    p.add_argument("profile", nargs="?", help="a profile: a file vm/PROFILE.toml")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="for run: -- COMMAND [ARGS...]")
+    p.add_argument("--force", action="store_true", help="for build: rebuild even if the image for this recipe is cached")
+    p.set_defaults(func=cmd_vm)
 
     p = sub.add_parser("exercises", help="for authors: generate learner notebooks, run the author check",
                        formatter_class=formatter,

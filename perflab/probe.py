@@ -454,6 +454,8 @@ def probe(root: SysRoot | None = None) -> Machine:
         facts["topology"].note = _join(
             facts["topology"].note, "vCPU topology as the hypervisor presents it: vCPUs need not map to host cores one to one"
         )
+    if (facts["virtualization"].value.get("vendor") or "").startswith("TCG"):
+        _note_emulated_cpu(facts)
     isol, why = _cpulist(root, f"{CPU_DIR}/isolated")
     facts["isolcpus"] = Fact(isol, f"{CPU_DIR}/isolated", why)
     nohz, why = _cpulist(root, f"{CPU_DIR}/nohz_full")
@@ -463,6 +465,18 @@ def probe(root: SysRoot | None = None) -> Machine:
     facts["governor"] = _governor(root, cpus)
     facts["turbo"] = _turbo(root)
     return Machine({name: facts[name] for name in FACT_NAMES})
+
+
+def _note_emulated_cpu(facts: dict[str, Fact]) -> None:
+    """Under TCG the sizes and the missing counters are QEMU's, not hardware's: say so where they appear."""
+    if facts["caches"].value:
+        facts["caches"].note = _join(facts["caches"].note, "TCG guest: QEMU's built-in CPUID table; the emulated CPU "
+                                     "has no caches, so no cache effect can be measured here")
+    facts["hw_pmu"].note = _join(facts["hw_pmu"].note, "TCG guest: QEMU emulates no PMU, so there are no hardware events")
+    llc = facts["llc_inclusive"]
+    if llc.value is not None:
+        facts["llc_inclusive"] = Fact(None, llc.source, f"TCG guest: QEMU's CPUID table says inclusive={_yn(llc.value)}, "
+                                      "but the emulated CPU has no caches to be inclusive or not")
 
 
 def _join(*notes: str | None) -> str | None:

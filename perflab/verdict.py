@@ -76,3 +76,19 @@ def judge_change(
         return "not-reproduced", f"{name}: {shown}; an effect of {min_effect:.0%} or more is ruled out", effect
     return "inconclusive", f"{name}: {shown}; too uncertain to decide: rerun with more runs (--runs)", effect
 # ANCHOR_END: judge_change
+
+
+def unless_emulated(verdict: Verdict, machine: Any, needs: str) -> Verdict:
+    """Turn a hardware lab's verdict into cannot-show when QEMU's TCG emulates the CPU.
+
+    Under TCG the guest's instructions are recompiled into host code, with no caches, front end or
+    core distances of their own, so whatever it measured is not the phenomenon. The measurement and
+    the would-be verdict stay in the results and notes, for reading, not for concluding.
+    """
+    vendor = ((machine.value("virtualization") or {}).get("vendor") or "")
+    if not vendor.startswith("TCG"):
+        return verdict
+    return Verdict(verdict.lab, "cannot-show",
+                   f"the CPU is emulated (QEMU's TCG), and {needs}; run on bare metal or in a KVM guest",
+                   verdict.effect, verdict.results,
+                   [f"as measured under TCG ({verdict.verdict}): {verdict.reason}", *verdict.notes])

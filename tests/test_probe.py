@@ -208,6 +208,22 @@ def test_tcg_guest_has_no_cache_leaves(tmp_path):
     assert m.facts["llc_inclusive"].note.startswith("TCG guest: CPUID reports no caches")
     assert m.value("virtualization")["vendor"] == "TCG (QEMU emulation)"
     assert m.value("caches") is not None  # sysfs still lists the caches the kernel was told about
+    assert "no caches" in m.facts["caches"].note, "the sizes must be flagged as QEMU's, not hardware's"
+    assert "emulates no PMU" in m.facts["hw_pmu"].note
+
+
+def test_tcg_guest_with_made_up_cache_leaves_is_not_believed(tmp_path):
+    root = copy_fixture("kvm-2vcpu", tmp_path)
+
+    def tcg(data):
+        for leaf in data["cpuid"]["leaves"]:
+            if leaf["leaf"] == 0x40000000:
+                leaf.update(ebx=0x54474354, ecx=0x43544743, edx=0x47435447)  # "TCGTCGTCGTCG"
+
+    edit_live(root, tcg)
+    m = probe(SysRoot(root))
+    assert m.value("llc_inclusive") is None
+    assert "QEMU's CPUID table says inclusive=" in m.facts["llc_inclusive"].note
 
 
 def test_governor_turbo_and_isolation_changes(tmp_path):

@@ -34,7 +34,7 @@ from ..errors import PerflabError
 from ..lock import measurement_lock
 from ..probe import Machine, probe
 from ..runner import run_once, stop_process_group
-from ..verdict import Verdict, judge_change
+from ..verdict import Verdict, judge_change, unless_emulated
 
 LAB = "inclusive-llc"
 SOURCE_DIR = "labs/02-inclusive-llc"
@@ -351,7 +351,7 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
         if cpus:
             raise  # the CPUs the learner chose do not qualify: say so, do not judge the machine
         return Verdict(LAB, "cannot-show", f"{reason}. The simulator in the notebook shows the mechanism on any "
-                       "machine; a multi-core machine (or `perflab vm`) can measure it", notes=[prediction["text"]])
+                       "machine; a multi-core machine (bare metal, or a KVM guest on one) can measure it", notes=[prediction["text"]])
     settings = settings_for(quick, runs)
     events = pmu_events(machine)
     with measurement_lock(f"perflab {LAB}", wait=wait):
@@ -386,7 +386,8 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
         notes.append("in a VM the LLC's size and inclusion are what the hypervisor reports, and other guests "
                      "share the real LLC: a surprise here may be the host's doing")
     shown = f"{outcome(prediction['expected'], verdict)}; {reason}"
-    return Verdict(LAB, verdict, shown, effect, results=str(path), notes=notes)
+    return unless_emulated(Verdict(LAB, verdict, shown, effect, results=str(path), notes=notes), machine,
+                           "an emulated CPU has no caches, so nothing can be evicted")
 
 
 # --- stress-ng, as the seed ran it ---------------------------------------------------------------------

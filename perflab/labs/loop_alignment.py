@@ -26,7 +26,7 @@ from ..lock import measurement_lock
 from ..paths import BUILD_DIR, REPO_ROOT
 from ..probe import Machine, probe
 from ..runner import Config, interleave, run_once
-from ..verdict import ALPHA, Verdict, judge_change
+from ..verdict import ALPHA, Verdict, judge_change, unless_emulated
 
 LAB = "loop-alignment"
 SOURCE_DIR = "labs/06-loop-alignment"
@@ -232,7 +232,8 @@ def run(cpus: list[int] | None = None, quick: bool = False, runs: int | None = N
         reason = f"{ratio}, p = {effect.p_value:.2g}; same bytes, different address"
     elif verdict == "not-reproduced":
         reason = f"{ratio}: no offset is {MIN_EFFECT:.0%} slower here; this core's front end hides the boundaries"
-    return Verdict(LAB, verdict, reason, effect, results=str(path), notes=notes)
+    return unless_emulated(Verdict(LAB, verdict, reason, effect, results=str(path), notes=notes), machine,
+                           "an emulated CPU has no front end whose fetch lines or uop cache the offsets could cross")
 
 
 # --- the seed's program, built many ways -------------------------------------------------------------

@@ -1,0 +1,230 @@
+"""The guest image: Debian 12 from debootstrap, provisioned by vm/provision.sh, cached by recipe.
+
+The recipe is the suite, the mirror and the provisioning script; its hash names the cached
+image, so editing vm/provision.sh builds a new image on the next boot and nothing else does.
+The build runs the provisioning in a private mount namespace (unshare), so the /proc and /sys
+it mounts for the chroot vanish with it, even on Ctrl-C or kill -9.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PerflabError
+from ..paths import REPO_ROOT
+from .profiles import KERNELS
+
+SUITE = "bookworm"
+PROVISION_SCRIPT = REPO_ROOT / "vm" / "provision.sh"
+BUILD_SPACE_GIB = 7  # rootfs and ext4 image side by side at the peak; the image alone is smaller
+TOOLS = {"debootstrap": "debootstrap", "mke2fs": "e2fsprogs", "unshare": "util-linux", "chroot": "coreutils"}
+KERNEL_SUFFIX = {"standard": "-amd64", "rt": "-rt-amd64"}
+
+
+def cache_dir() -> Path:
+    """Images and running VMs live here; PERFLAB_VM_CACHE moves them (say, to a roomier disk)."""
+    return Path(os.environ.get("PERFLAB_VM_CACHE", REPO_ROOT / ".cache" / "vm"))
+
+
+def mirror() -> str:
+    return os.environ.get("PERFLAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+
+
+def recipe() -> dict:
+    return {"suite": SUITE, "mirror": mirror(),
+            "provision_sha256": hashlib.sha256(PROVISION_SCRIPT.read_bytes()).hexdigest()}
+
+
+def recipe_id(of: dict) -> str:
+    return hashlib.sha256(json.dumps(of, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Image:
+    folder: Path
+
+    @property
+    def disk(self) -> Path:
+        return self.folder / "rootfs.ext4"
+
+    def kernel(self, flavour: str) -> Path:
+        return self.folder / f"vmlinuz-{flavour}"
+
+    def initrd(self, flavour: str) -> Path:
+        return self.folder / f"initrd-{flavour}"
+
+    @property
+    def info_path(self) -> Path:
+        return self.folder / "image.json"
+
+    def exists(self) -> bool:
+        return self.info_path.is_file()
+
+    def info(self) -> dict:
+        return json.loads(self.info_path.read_text())
+
+
+def current() -> Image:
+    return Image(cache_dir() / "images" / recipe_id(recipe()))
+
+
+def ensure(progress: bool = True) -> Image:
+    """The image for the current recipe, built first if it is not cached."""
+    image = current()
+    if image.exists():
+        return image
+    return build(progress=progress)
+
+
+def build(progress: bool = True) -> Image:
+    _check_can_build()
+    images = cache_dir() / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    with _build_lock(images / ".build.lock"):
+        image = current()
+        if image.exists():  # another process built it while this one waited
+            return image
+        free_gib = shutil.disk_usage(images).free / 2**30
+        if free_gib < BUILD_SPACE_GIB:
+            raise PerflabError(_no_space(images, free_gib))
+        for partial in images.glob(".partial-*"):  # left by a build that was killed outright
+            shutil.rmtree(partial, ignore_errors=True)
+        work = images / f".partial-{image.folder.name}"
+        work.mkdir()
+        log = work / "build.log"
+        started = time.monotonic()
+        try:
+            _build_into(work, log, progress)
+        except BaseException as err:
+            kept = images / "last-failed-build.log"
+            if log.exists():
+                shutil.copyfile(log, kept)
+            shutil.rmtree(work, ignore_errors=True)
+            if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+                raise PerflabError(_no_space(images, shutil.disk_usage(images).free / 2**30)) from None
+            raise
+        seconds = time.monotonic() - started
+        info = {"recipe": recipe(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "build_seconds": round(seconds, 1), "disk_bytes": _disk_bytes(work),
+                "kernels": json.loads((work / "kernels.json").read_text())}
+        (work / "image.json").write_text(json.dumps(info, indent=2) + "\n")
+        work.rename(image.folder)
+        for stale in images.iterdir():  # images of older recipes: nothing boots them any more
+            if stale.is_dir() and stale != image.folder and not stale.name.startswith("."):
+                shutil.rmtree(stale, ignore_errors=True)
+        _say(progress, f"guest image ready in {seconds:.0f} s: {image.folder} ({info['disk_bytes'] / 2**30:.2f} GiB on disk)")
+        return image
+
+
+def _build_into(work: Path, log: Path, progress: bool) -> None:
+    rootfs = work / "rootfs"
+    _run_step(progress, log, "1/4 debootstrap", ["debootstrap", "--variant=minbase", SUITE, str(rootfs), mirror()])
+    shutil.copyfile(PROVISION_SCRIPT, rootfs / "tmp" / "provision.sh")
+    shutil.copyfile("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+    _run_step(progress, log, "2/4 provisioning", [
+        "unshare", "--mount", "--propagation", "private", "sh", "-ec",
+        'mount -t proc proc "$1/proc"; mount -t sysfs sysfs "$1/sys"; exec chroot "$1" /bin/sh /tmp/provision.sh',
+        "provision", str(rootfs)])
+    (rootfs / "tmp" / "provision.sh").unlink()
+    (rootfs / "etc" / "resolv.conf").unlink()  # the guest has no network to resolve names on
+    _say(progress, "[3/4 kernels] copying the kernels out of the image")
+    kernels = {}
+    for flavour in KERNELS:
+        version = _kernel_version(rootfs / "boot", KERNEL_SUFFIX[flavour])
+        shutil.copyfile(rootfs / "boot" / f"vmlinuz-{version}", work / f"vmlinuz-{flavour}")
+        shutil.copyfile(rootfs / "boot" / f"initrd.img-{version}", work / f"initrd-{flavour}")
+        kernels[flavour] = version
+    (work / "kernels.json").write_text(json.dumps(kernels))
+    used = int(subprocess.run(["du", "-sb", str(rootfs)], capture_output=True, text=True, check=True).stdout.split()[0])
+    size_mib = used * 5 // 4 // 2**20 + 512  # room for what the labs build and write in the guest
+    _run_step(progress, log, "4/4 ext4 image", ["mke2fs", "-q", "-t", "ext4", "-L", "perflab", "-d", str(rootfs),
+                                                str(work / "rootfs.ext4"), f"{size_mib}M"])
+    shutil.rmtree(rootfs)
+
+
+def _kernel_version(boot: Path, suffix: str) -> str:
+    rt = suffix == KERNEL_SUFFIX["rt"]
+    versions = sorted(p.name.removeprefix("vmlinuz-") for p in boot.glob(f"vmlinuz-*{suffix}")
+                      if p.name.endswith(KERNEL_SUFFIX["rt"]) == rt)
+    if not versions:
+        raise PerflabError(f"the provisioned image has no kernel ending in {suffix}: check vm/provision.sh's PACKAGES")
+    return versions[-1]
+
+
+def _run_step(progress: bool, log: Path, label: str, argv: list[str]) -> None:
+    """Run one build step, logging everything and showing its latest line on one status line."""
+    tail: deque[str] = deque(maxlen=15)
+    live = progress and sys.stderr.isatty()
+    _say(progress and not live, f"[{label}] {argv[0]} ...")
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        try:
+            for line in process.stdout:
+                out.write(line)
+                tail.append(line.rstrip())
+                if live:
+                    width = shutil.get_terminal_size().columns - 1
+                    print(f"\r\033[K[{label}] {line.strip()}"[:width], end="", file=sys.stderr, flush=True)
+            code = process.wait()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        if live:
+            print(f"\r\033[K[{label}] done", file=sys.stderr, flush=True)
+    if code != 0:
+        if any("No space left on device" in line for line in tail):
+            raise OSError(errno.ENOSPC, "no space left on device")
+        last = "; ".join(line for line in tail if line)[-600:]
+        raise PerflabError(f"building the guest image failed in step {label} ({argv[0]} exited with {code}): {last}; "
+                           f"the full log is kept in {cache_dir() / 'images' / 'last-failed-build.log'}")
+
+
+def _check_can_build() -> None:
+    missing = sorted({package for tool, package in TOOLS.items() if shutil.which(tool) is None})
+    if missing:
+        raise PerflabError(f"building the guest image needs {', '.join(missing)}: run `make lab` (it installs deps/debian.txt)")
+    if os.geteuid() != 0:
+        raise PerflabError("building the guest image needs root (debootstrap and chroot): run `sudo perflab vm build` "
+                           "once; booting it afterwards needs no root")
+
+
+def _no_space(folder: Path, free_gib: float) -> str:
+    return (f"not enough disk space for the guest image in {folder}: {free_gib:.1f} GiB free, the build needs about "
+            f"{BUILD_SPACE_GIB} GiB; free some space or point PERFLAB_VM_CACHE at a roomier disk")
+
+
+def _disk_bytes(folder: Path) -> int:
+    return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+
+
+@contextmanager
+def _build_lock(path: Path):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("perflab: another process is building the guest image; waiting for it", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock, also when the process dies
+
+
+def _say(enabled: bool, text: str) -> None:
+    if enabled:
+        print(f"perflab: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,254 @@
+"""perflab vm without booting anything: profiles, the choice of KVM or TCG, QEMU's arguments,
+the agent's protocol served over a socket pair, results coming back, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+
+import pytest
+
+from perflab.errors import PerflabError
+from perflab.labs import LABS
+from perflab.vm import agent, labrun, machine, profiles, protocol
+
+from conftest import run_cli
+
+
+def test_every_profile_loads_and_names_real_labs():
+    names = profiles.names()
+    assert {"default", "numa2", "la57", "no5lvl", "wide"} <= set(names)
+    known = {lab.name for lab in LABS}
+    for name in names:
+        profile = profiles.load(name)
+        assert profile.description
+        assert set(profile.labs) <= known, f"vm/{name}.toml names a lab that does not exist"
+
+
+def test_profile_shapes_match_the_issue():
+    numa2, wide = profiles.load("numa2"), profiles.load("wide")
+    assert (numa2.sockets, numa2.cores, numa2.numa_nodes, numa2.numa_distance) == (2, 2, 2, 20)
+    assert (wide.cpus, wide.sockets, wide.threads) == (8, 2, 2)
+    la57, no5lvl = profiles.load("la57"), profiles.load("no5lvl")
+    assert la57.la57 and no5lvl.la57, "no5lvl is the la57 machine"
+    assert "no5lvl" in no5lvl.kernel_args and "no5lvl" not in la57.kernel_args
+    assert (la57.cpus, la57.memory_mib) == (no5lvl.cpus, no5lvl.memory_mib)
+
+
+def test_numa_arguments_put_each_socket_in_its_own_node():
+    args = " ".join(profiles.machine_args(profiles.load("numa2"), "tcg"))
+    assert "-smp 4,sockets=2,cores=2,threads=1" in args
+    assert "cpu,node-id=0,socket-id=0" in args and "cpu,node-id=1,socket-id=1" in args
+    assert "dist,src=0,dst=1,val=20" in args
+    assert "size=1024M" in args
+
+
+def test_la57_is_on_only_where_the_profile_asks():
+    assert "max,la57=on,vendor=GenuineIntel" in profiles.machine_args(profiles.load("la57"), "tcg")
+    assert "max,la57=off,vendor=GenuineIntel" in profiles.machine_args(profiles.load("default"), "tcg")
+    assert "host,la57=off" in profiles.machine_args(profiles.load("default"), "kvm")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("sockets = 0\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'", "at least 1"),
+    ("sockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\nkernel = 'lts'", "kernel must be"),
+    ("sockets = 3\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\nnuma_nodes = 2", "split evenly"),
+    ("sockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\ncolour = 'red'", "unexpected keyword"),
+    ("sockets = [", "not valid TOML"),
+    ("extends = 'bad'", "loops back"),
+])
+def test_bad_profiles_are_refused_with_the_file_named(tmp_path, text, message):
+    (tmp_path / "bad.toml").write_text(text)
+    with pytest.raises(PerflabError, match=message) as err:
+        profiles.load("bad", folder=tmp_path)
+    assert "bad.toml" in str(err.value)
+
+
+def test_unknown_profile_lists_the_known_ones():
+    with pytest.raises(PerflabError, match="unknown VM profile 'numa3'.*numa2"):
+        profiles.load("numa3")
+
+
+def test_choose_accel_covers_every_reason():
+    default, la57 = profiles.load("default"), profiles.load("la57")
+    assert machine.choose_accel(default, None, False, None) [::2] == ("kvm", True)
+    assert machine.choose_accel(default, "/dev/kvm does not exist", False, None) == ("tcg", "/dev/kvm does not exist", False)
+    accel, why, trial = machine.choose_accel(la57, None, False, None)
+    assert (accel, trial) == ("tcg", False) and "la57" in why
+    assert machine.choose_accel(la57, None, True, None)[0] == "kvm"
+    failed = {"ok": False, "when": "2026-11-21 10:00", "reason": "the guest printed nothing"}
+    accel, why, trial = machine.choose_accel(default, None, False, failed)
+    assert (accel, trial) == ("tcg", False) and "printed nothing" in why and "kvm-trials.json" in why
+    assert machine.choose_accel(default, None, False, {"ok": True, "when": "x", "reason": ""})[::2] == ("kvm", False)
+    assert machine.choose_accel(la57, None, True, None, forced="tcg") == ("tcg", "PERFLAB_VM_ACCEL=tcg", False)
+
+
+def test_qemu_gets_no_network_and_a_read_only_project_tree(tmp_path):
+    argv = machine.qemu_argv(machine.vm("default"), tmp_path / "d", tmp_path / "k", tmp_path / "i", "tcg")
+    text = " ".join(argv)
+    assert "-nodefaults" in argv  # no default network card
+    assert not any(flag in argv for flag in ("-nic", "-netdev", "-net"))
+    assert "tcp:" not in text and "telnet" not in text  # the host side is Unix sockets only
+    assert "security_model=none,readonly=on" in text and "snapshot=on" in text
+
+
+def test_line_reader_reassembles_split_messages_and_skips_noise():
+    reader = protocol.LineReader()
+    assert reader.feed(b'{"op": "po') == []
+    assert reader.feed(b'ng"}\nnot json\n[1]\n{"op": "x"}\n') == [{"op": "pong"}, {"op": "x"}]
+
+
+class AgentOverSocket:
+    """The guest agent serving one request on one end of a socket pair, the test on the other."""
+
+    def __init__(self) -> None:
+        self.host, guest = socket.socketpair()
+        self.thread = threading.Thread(target=agent.serve, args=(agent.Port(guest.fileno()),), kwargs={"once": True})
+        self.guest = guest
+        self.thread.start()
+        self.reader = protocol.LineReader()
+
+    def ask(self, request: dict) -> list[dict]:
+        self.host.sendall(protocol.encode(request))
+        replies: list[dict] = []
+        while not replies or replies[-1]["op"] not in ("exit", "pong", "error"):
+            replies += self.reader.feed(self.host.recv(65536))
+        self.thread.join(10)
+        self.host.close()
+        self.guest.close()
+        return replies
+
+
+def test_agent_streams_output_and_returns_the_exit_code():
+    replies = AgentOverSocket().ask({"id": "r1", "op": "exec", "argv": ["sh", "-c", "echo out; echo err >&2; exit 3"]})
+    assert all(r["id"] == "r1" for r in replies)
+    assert b"".join(protocol.unpack(r["data"]) for r in replies if r["op"] == "out") == b"out\n"
+    assert b"".join(protocol.unpack(r["data"]) for r in replies if r["op"] == "err") == b"err\n"
+    assert replies[-1] == {"id": "r1", "op": "exit", "code": 3}
+
+
+def test_agent_passes_a_signal_to_the_command():
+    session = AgentOverSocket()
+    session.host.sendall(protocol.encode({"id": "r2", "op": "exec", "argv": ["sleep", "30"]}))
+    session.host.sendall(protocol.encode({"id": "r2", "op": "signal", "signum": int(signal.SIGTERM)}))
+    replies: list[dict] = []
+    while not replies or replies[-1]["op"] != "exit":
+        replies += session.reader.feed(session.host.recv(65536))
+    assert replies[-1]["code"] == 128 + signal.SIGTERM
+    session.thread.join(10)
+
+
+def test_agent_reports_a_command_it_cannot_start_and_unknown_requests():
+    replies = AgentOverSocket().ask({"id": "r3", "op": "exec", "argv": ["/no/such/program"]})
+    assert replies[-1]["op"] == "error" and "/no/such/program" in replies[-1]["message"]
+    assert AgentOverSocket().ask({"id": "r4", "op": "dance"})[-1]["op"] == "error"
+    pong = AgentOverSocket().ask({"id": "r5", "op": "ping"})[-1]
+    assert pong["op"] == "pong" and pong["kernel"] == os.uname().release
+
+
+def test_lab_argv_asks_for_json_with_progress():
+    assert labrun.lab_argv("loop-alignment", True, 3, [0, 1]) == [
+        "python3", "-m", "perflab", "run", "loop-alignment", "--json", "--progress", "--quick", "--runs", "3", "-C", "0,1"]
+
+
+def test_results_come_back_with_the_vm_and_the_guest_probe(tmp_path):
+    guest = tmp_path / "guest" / "loop-alignment"
+    guest.mkdir(parents=True)
+    (guest / "20261121T100000Z-sweep.json").write_text(json.dumps(
+        {"perflab_result_version": 1, "lab": "loop-alignment", "path": "/exchange/results/loop-alignment/x.json"}))
+    (guest / "notes.txt").write_text("plain file")
+    host = tmp_path / "host"
+    copied = labrun.bring_back(tmp_path / "guest", host, {"profile": "default", "accel": "tcg"}, {"facts": {}})
+    assert sorted(p.name for p in copied) == ["20261121T100000Z-sweep.json", "notes.txt"]
+    data = json.loads((host / "loop-alignment" / "20261121T100000Z-sweep.json").read_text())
+    assert data["vm"]["accel"] == "tcg" and data["guest_probe"] == {"facts": {}}
+    assert data["path"] == str(host / "loop-alignment" / "20261121T100000Z-sweep.json")
+
+
+def test_cli_unknown_profile_is_one_clear_line():
+    done = run_cli("vm", "up", "numa3")
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "unknown VM profile 'numa3'" in done.stderr
+
+
+def test_cli_without_qemu_says_how_to_install_it_and_leaves_nothing(tmp_path):
+    done = run_cli("vm", "run", "default", "--", "true",
+                   env={"PATH": "/nonexistent", "PERFLAB_VM_CACHE": str(tmp_path / "cache")})
+    assert done.returncode != 0
+    assert "QEMU is missing" in done.stderr and "make lab" in done.stderr
+    assert not (tmp_path / "cache" / "vms" / "default").exists()
+
+
+def test_cli_refuses_vm_with_all_and_a_run_without_command():
+    assert "one lab at a time" in run_cli("run", "all", "--vm", "default").stderr
+    assert "nothing to run" in run_cli("vm", "run", "default").stderr
+    assert "planned" in run_cli("run", "first-core-ipi", "--vm", "wide").stderr
+
+
+def test_cli_list_shows_every_profile(tmp_path):
+    done = run_cli("vm", "list", env={"PERFLAB_VM_CACHE": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    for name in profiles.names():
+        assert name in done.stdout
+    assert "stopped" in done.stdout
+
+
+def test_stale_state_of_a_dead_vm_is_cleared(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path))
+    dead = machine.vm("default")
+    dead.folder.mkdir(parents=True)
+    dead.info_path.write_text(json.dumps({"pid": 2**22 + 1}))  # above pid_max's default: never a live process
+    assert not dead.running()
+    assert next(r for r in machine.status() if r["profile"] == "default")["state"] == "stopped"
+    assert not dead.folder.exists()
+
+
+def test_building_without_root_says_to_use_sudo(monkeypatch, tmp_path):
+    from perflab.vm import image
+
+    monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(PerflabError, match="needs root.*sudo perflab vm build"):
+        image.build(progress=False)
+
+
+def test_image_recipe_changes_with_the_provisioning_script(monkeypatch, tmp_path):
+    from perflab.vm import image
+
+    before = image.recipe_id(image.recipe())
+    edited = tmp_path / "provision.sh"
+    edited.write_text(image.PROVISION_SCRIPT.read_text() + "\n# one more line\n")
+    monkeypatch.setattr(image, "PROVISION_SCRIPT", edited)
+    assert image.recipe_id(image.recipe()) != before
+    monkeypatch.setenv("PERFLAB_DEBIAN_MIRROR", "http://mirror.example/debian")
+    assert image.current().folder.name != before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_no_space_for_the_image_is_a_clear_error_and_leaves_nothing(tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    os.system(f"mount -t tmpfs -o size=64m tmpfs {small}")
+    try:
+        done = run_cli("vm", "build", env={"PERFLAB_VM_CACHE": str(small)})
+        assert done.returncode != 0
+        assert "not enough disk space" in done.stderr and "PERFLAB_VM_CACHE" in done.stderr
+        assert not list((small / "images").glob(".partial-*"))
+    finally:
+        os.system(f"umount {small}")
+
+
+def test_hardware_verdicts_become_cannot_show_under_tcg():
+    from perflab.probe import Fact, Machine
+    from perflab.verdict import Verdict, unless_emulated
+
+    measured = Verdict("loop-alignment", "reproduced", "x1.4 slower", results="r.json", notes=["n"])
+    tcg = Machine({"virtualization": Fact({"vendor": "TCG (QEMU emulation)"}, "t")})
+    kvm = Machine({"virtualization": Fact({"vendor": "KVM"}, "t")})
+    assert unless_emulated(measured, kvm, "no front end") is measured
+    shown = unless_emulated(measured, tcg, "no front end")
+    assert shown.verdict == "cannot-show" and "TCG" in shown.reason and "no front end" in shown.reason
+    assert shown.results == "r.json" and "x1.4 slower" in shown.notes[0]

@@ -1,0 +1,172 @@
+"""perflab vm for real: QEMU boots the guest image built from Debian packages (built on first use,
+about four minutes, then cached) and the tests look inside. Slow: skip with -m 'not slow'."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perflab.vm import image, machine
+
+from conftest import REPO, run_cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+VMALLOC_KB = {5: "13743895347199 kB", 4: "34359738367 kB"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def guest_image():
+    if not image.current().exists() and os.geteuid() != 0:
+        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
+    return image.ensure(progress=False)
+
+
+def guest_json(profile: str, *command: str) -> dict:
+    done = run_cli("vm", "run", profile, "--", *command, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def qemu_running_for(profile: str) -> bool:
+    marker = str(machine.vm(profile).agent_socket).encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.fixture(scope="module")
+def numa2():
+    done = run_cli("vm", "up", "numa2", timeout=900)
+    assert done.returncode == 0, done.stderr
+    yield machine.vm("numa2")
+    run_cli("vm", "down", "numa2")
+    assert not qemu_running_for("numa2")
+
+
+def test_default_boots_runs_a_command_and_stops(guest_image):
+    run_cli("vm", "down", "default")
+    done = run_cli("vm", "run", "default", "--", "sh", "-c", "echo hello from $(uname -r); nproc; exit 7", timeout=900)
+    assert done.returncode == 7, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"hello from {guest_image.info()['kernels']['standard']}" and lines[1] == "4"
+    assert "because" in done.stderr  # KVM or TCG, and why
+    assert not qemu_running_for("default") and not machine.vm("default").folder.exists()
+
+
+def test_numa2_guest_has_two_nodes_and_two_sockets(numa2):
+    done = run_cli("vm", "run", "numa2", "--", "sh", "-c", "numactl --hardware; lscpu")
+    assert done.returncode == 0, done.stderr
+    assert "available: 2 nodes (0-1)" in done.stdout
+    assert "node 0 cpus: 0 1" in done.stdout and "node 1 cpus: 2 3" in done.stdout
+    assert any(line.split() == ["0:", "10", "20"] for line in done.stdout.splitlines())
+    assert any(line.split() == ["Socket(s):", "2"] for line in done.stdout.splitlines())
+    facts = guest_json("numa2", "python3", "-m", "perflab", "probe", "--json")["facts"]
+    assert facts["packages"]["value"] == 2 and len(facts["numa_nodes"]["value"]) == 2
+
+
+def test_guest_probe_says_what_an_emulated_cpu_cannot_show(numa2):
+    facts = guest_json("numa2", "python3", "-m", "perflab", "probe", "--json")["facts"]
+    if numa2.info()["accel"] != "tcg":
+        pytest.skip("the guest runs under KVM here: its caches and counters are the host's to report")
+    assert facts["virtualization"]["value"]["vendor"].startswith("TCG")
+    assert "no caches" in facts["caches"]["note"] and facts["hw_pmu"]["value"] is False
+    assert "emulates no PMU" in facts["hw_pmu"]["note"]
+
+
+def test_a_quick_lab_run_in_the_vm_comes_back_to_the_host(numa2, isolated_state):
+    done = run_cli("run", "loop-alignment", "--quick", "--vm", "numa2", "--json", timeout=900)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    path = Path(verdict["results"])
+    assert path.is_relative_to(isolated_state / "results") and path.is_file()
+    saved = json.loads(path.read_text())
+    assert saved["vm"]["profile"] == "numa2" and saved["vm"]["accel"] in ("kvm", "tcg")
+    assert saved["guest_probe"]["facts"]["numa_nodes"]["value"]
+    assert saved["machine"] != {}  # the guest's own summary, as every result has
+    if saved["vm"]["accel"] == "tcg":
+        assert verdict["verdict"] == "cannot-show" and "TCG" in verdict["reason"]
+
+
+def test_vm_shell_is_interactive(numa2):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "perflab", "vm", "shell", "numa2"])
+    output, typed, deadline = b"", False, time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if not typed and b"@perflab-numa2:" in output:  # the guest shell's prompt
+                os.write(fd, b"echo $((6 * 7)) on $(hostname); exit 3\n")
+                typed = True
+            readable, _, _ = select.select([fd], [], [], 1)
+            if readable:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # the shell ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+    finally:
+        if time.monotonic() >= deadline:
+            os.kill(pid, 9)
+        _, status = os.waitpid(pid, 0)
+    assert b"42 on perflab-numa2" in output, output
+    assert os.waitstatus_to_exitcode(status) == 3
+
+
+@pytest.mark.parametrize("profile, levels", [("la57", 5), ("no5lvl", 4)])
+def test_la57_and_no5lvl_page_table_levels(profile, levels):
+    done = run_cli("vm", "run", profile, "--", "sh", "-c", "grep VmallocTotal /proc/meminfo; grep -c la57 /proc/cpuinfo",
+                   timeout=900)
+    assert VMALLOC_KB[levels] in done.stdout, done.stdout + done.stderr
+    if levels == 4:
+        assert done.stdout.splitlines()[-1] == "0", "with no5lvl the kernel hides the la57 flag"
+
+
+def test_wide_has_eight_vcpus_smt_and_the_rt_tracers():
+    facts = guest_json("wide", "python3", "-m", "perflab", "probe", "--json")["facts"]
+    assert facts["online_cpus"]["value"] == list(range(8))
+    assert facts["threads_per_core"]["value"] == 2 and facts["packages"]["value"] == 2
+    assert {"osnoise", "timerlat"} <= set(facts["ftrace_tracers"]["value"])
+    assert facts["kernel"]["value"].endswith("-rt-amd64")
+
+
+def test_a_guest_that_does_not_boot_in_time_is_cleaned_up():
+    run_cli("vm", "down", "default")
+    started = time.monotonic()
+    done = run_cli("vm", "up", "default", env={"PERFLAB_VM_BOOT_TIMEOUT": "3", "PERFLAB_VM_ACCEL": "tcg"})
+    assert done.returncode != 0 and time.monotonic() - started < 60
+    assert "did not boot within 3 s" in done.stderr and "console" in done.stderr
+    assert done.stderr.strip().count("\n") <= 1  # the choice of TCG, then the error
+    assert not qemu_running_for("default") and not machine.vm("default").folder.exists()
+    lock = machine.vm("default").folder.parent / "default.lock"
+    with lock.open() as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if a stale holder were left
+
+
+def test_bad_accel_setting_is_refused_before_booting():
+    done = run_cli("vm", "up", "default", env={"PERFLAB_VM_ACCEL": "xen"})
+    assert done.returncode != 0 and "PERFLAB_VM_ACCEL=xen" in done.stderr
+    assert not qemu_running_for("default")
+
+
+def test_image_is_cached(guest_image):
+    started = time.monotonic()
+    assert image.ensure(progress=False) == guest_image
+    assert time.monotonic() - started < 5
+    info = guest_image.info()
+    assert info["recipe"] == image.recipe() and set(info["kernels"]) == {"standard", "rt"}

@@ -1,0 +1,83 @@
+"""The Vagrant path for real: a box made from the cached image, `vagrant up` with the libvirt
+provider, provisioned by vm/provision.sh, the profile's topology inside. Slow (a few minutes).
+
+libvirt's daemons are started here if they are not running (no systemd in CI) and stopped
+again afterwards; the box, its libvirt volume and the domain are removed, pass or fail."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from perflab.vm import image, machine
+
+from conftest import REPO, run_cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+BOX = "perflab-test"
+
+
+@pytest.fixture(scope="module")
+def libvirt():
+    if os.geteuid() != 0:
+        pytest.skip("libvirt's system daemons need root")
+    if shutil.which("vagrant") is None or shutil.which("libvirtd") is None:
+        pytest.fail("vagrant or libvirt is missing: `make test` installs deps/debian-test.txt")
+    started = []
+    for daemon in ("virtlogd", "libvirtd"):
+        if subprocess.run(["pgrep", "-x", daemon], capture_output=True).returncode != 0:
+            subprocess.run([daemon, "-d"], check=True)
+            started.append(daemon)
+    for _ in range(50):
+        if Path("/run/libvirt/libvirt-sock").exists():
+            break
+        time.sleep(0.2)
+    yield
+    for daemon in reversed(started):
+        subprocess.run(["pkill", "-x", daemon])
+
+
+def vagrant(*args: str, env: dict, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["vagrant", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env}, cwd=REPO / "vm")
+
+
+def driver() -> str:
+    """kvm where a KVM trial of this image succeeded here, qemu (TCG) otherwise."""
+    key = machine.trial_key(image.current().folder.name)
+    trial = machine._trials().get(key)
+    return "kvm" if trial and trial["ok"] and not machine.kvm_problem() else "qemu"
+
+
+def test_vagrant_up_provisions_the_numa2_guest(libvirt, tmp_path):
+    done = run_cli("vm", "box", timeout=1500)
+    assert done.returncode == 0, done.stderr
+    env = {"VAGRANT_HOME": str(tmp_path / "vagrant.d"), "VAGRANT_DOTFILE_PATH": str(tmp_path / "dot"),
+           "PERFLAB_BOX": BOX, "PERFLAB_PROFILE": "numa2", "PERFLAB_VAGRANT_DRIVER": driver()}
+    box = image.cache_dir() / "vagrant" / "perflab.box"
+    try:
+        added = vagrant("box", "add", "--name", BOX, str(box), env=env)
+        assert added.returncode == 0, added.stderr
+        started = time.monotonic()
+        up = vagrant("up", "--provider", "libvirt", env=env)
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        print(f"vagrant up took {time.monotonic() - started:.0f} s with driver {env['PERFLAB_VAGRANT_DRIVER']}")
+        assert "Running provisioner: shell" in up.stdout
+        inside = vagrant("ssh", "-c", "numactl --hardware; nproc; ls /perflab/vm/provision.sh; "
+                                      "test -x /usr/local/sbin/perflab-init && echo provisioned", env=env)
+        assert inside.returncode == 0, inside.stderr
+        assert "available: 2 nodes (0-1)" in inside.stdout and "\n4\n" in inside.stdout
+        assert "/perflab/vm/provision.sh" in inside.stdout, "the project tree is shared over 9p"
+        assert "provisioned" in inside.stdout
+    finally:
+        vagrant("destroy", "-f", env=env)
+        vagrant("box", "remove", "--force", BOX, env=env)
+        volumes = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", "default"], capture_output=True, text=True)
+        for line in volumes.stdout.splitlines():
+            if line.split() and line.split()[0].startswith(BOX):
+                subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", "--pool", "default", line.split()[0]])
