@@ -30,6 +30,26 @@ def lock_path() -> Path:
 
 
 @contextmanager
+def exclusive(path: Path, busy: str):
+    """Hold an exclusive flock(2) on `path`; when another process holds it, print `busy` and wait.
+
+    For the locks that only serialise (a VM's boot, its agent, the image build); the kernel
+    releases them when the holder dies, so none can go stale.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"perflab: {busy}; waiting for it", file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def measurement_lock(what: str, wait: bool = True):
     """Hold the machine-wide measurement lock while the block runs.
 

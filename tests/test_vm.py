@@ -252,3 +252,19 @@ def test_hardware_verdicts_become_cannot_show_under_tcg():
     shown = unless_emulated(measured, tcg, "no front end")
     assert shown.verdict == "cannot-show" and "TCG" in shown.reason and "no front end" in shown.reason
     assert shown.results == "r.json" and "x1.4 slower" in shown.notes[0]
+
+
+def test_exclusive_lock_is_held_inside_the_block_only(tmp_path):
+    import fcntl
+
+    from perflab.lock import exclusive
+
+    path = tmp_path / "vms" / "default.lock"
+    with exclusive(path, "busy"):
+        other = os.open(path, os.O_RDWR)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(other)
+    other = os.open(path, os.O_RDWR)
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(other)

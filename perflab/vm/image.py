@@ -9,7 +9,6 @@ it mounts for the chroot vanish with it, even on Ctrl-C or kill -9.
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -18,11 +17,11 @@ import subprocess
 import sys
 import time
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PerflabError
+from ..lock import exclusive
 from ..paths import REPO_ROOT
 from .profiles import KERNELS
 
@@ -92,7 +91,7 @@ def build(progress: bool = True) -> Image:
     _check_can_build()
     images = cache_dir() / "images"
     images.mkdir(parents=True, exist_ok=True)
-    with _build_lock(images / ".build.lock"):
+    with exclusive(images / ".build.lock", "another process is building the guest image"):
         image = current()
         if image.exists():  # another process built it while this one waited
             return image
@@ -124,7 +123,7 @@ def build(progress: bool = True) -> Image:
         for stale in images.iterdir():  # images of older recipes: nothing boots them any more
             if stale.is_dir() and stale != image.folder and not stale.name.startswith("."):
                 shutil.rmtree(stale, ignore_errors=True)
-        _say(progress, f"guest image ready in {seconds:.0f} s: {image.folder} ({info['disk_bytes'] / 2**30:.2f} GiB on disk)")
+        say(progress, f"guest image ready in {seconds:.0f} s: {image.folder} ({info['disk_bytes'] / 2**30:.2f} GiB on disk)")
         return image
 
 
@@ -139,7 +138,7 @@ def _build_into(work: Path, log: Path, progress: bool) -> None:
         "provision", str(rootfs)])
     (rootfs / "tmp" / "provision.sh").unlink()
     (rootfs / "etc" / "resolv.conf").unlink()  # the guest has no network to resolve names on
-    _say(progress, "[3/4 kernels] copying the kernels out of the image")
+    say(progress, "[3/4 kernels] copying the kernels out of the image")
     kernels = {}
     for flavour in KERNELS:
         version = _kernel_version(rootfs / "boot", KERNEL_SUFFIX[flavour])
@@ -167,7 +166,7 @@ def _run_step(progress: bool, log: Path, label: str, argv: list[str]) -> None:
     """Run one build step, logging everything and showing its latest line on one status line."""
     tail: deque[str] = deque(maxlen=15)
     live = progress and sys.stderr.isatty()
-    _say(progress and not live, f"[{label}] {argv[0]} ...")
+    say(progress and not live, f"[{label}] {argv[0]} ...")
     with log.open("a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -211,20 +210,7 @@ def _disk_bytes(folder: Path) -> int:
     return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
 
 
-@contextmanager
-def _build_lock(path: Path):
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print("perflab: another process is building the guest image; waiting for it", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock, also when the process dies
-
-
-def _say(enabled: bool, text: str) -> None:
+def say(enabled: bool, text: str) -> None:
+    """A progress line on stderr, for the VM commands."""
     if enabled:
         print(f"perflab: {text}", file=sys.stderr, flush=True)

@@ -47,11 +47,12 @@ def run_lab(lab: str, profile: str, quick: bool = False, runs: int | None = None
         if code != 0:
             raise PerflabError(f"{lab} failed inside {profile} (exit code {code}); its error is printed above")
         verdict = json.loads(verdict_out.getvalue())
-        copied = bring_back(machine.exchange / "results", results_dir(), vm_block(machine.info()), guest_probe)
+        vm = vm_block(machine.info())  # read now: a VM booted for this run is gone after the block
+        copied = bring_back(machine.exchange / "results", results_dir(), vm, guest_probe)
     guest_path = verdict.get("results")
     if guest_path:
         verdict["results"] = str(results_dir() / Path(guest_path).relative_to(GUEST_RESULTS))
-    verdict["vm"] = vm_block(machine.info()) | {"copied": [str(p) for p in copied]}
+    verdict["vm"] = vm | {"copied": [str(p) for p in copied]}
     return verdict
 
 

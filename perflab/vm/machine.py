@@ -9,16 +9,18 @@ outlives a crash; a folder whose QEMU has died is cleared by the next command th
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import platform
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import termios
 import time
+import tty
 import uuid
 from collections import deque
 from contextlib import contextmanager
@@ -26,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PerflabError
+from ..lock import exclusive
 from ..paths import REPO_ROOT
 from . import image as guest_image
+from .image import say
 from .profiles import Profile, load, machine_args
-from .protocol import LineReader, PORT_NAME, encode, unpack
+from .protocol import PORT_NAME, LineReader, encode, pack, unpack
 
 QEMU = "qemu-system-x86_64"
 KVM_TRIAL_TIMEOUT_S = 60  # a working KVM reaches the agent in seconds; a broken one crawls or dies
@@ -233,21 +237,9 @@ def _ping(agent: Agent, within: float) -> dict | None:
 
 # --- up and down -----------------------------------------------------------------------------
 
-@contextmanager
 def _profile_lock(machine: VM):
-    path = machine.folder.parent / f"{machine.profile.name}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"perflab: another perflab is starting or stopping {machine.profile.name}; waiting for it",
-                  file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    name = machine.profile.name
+    return exclusive(machine.folder.parent / f"{name}.lock", f"another perflab is starting or stopping {name}")
 
 
 def up(name: str, progress: bool = True) -> dict:
@@ -265,7 +257,7 @@ def up(name: str, progress: bool = True) -> dict:
             raise PerflabError(f"PERFLAB_VM_ACCEL={forced} is not kvm or tcg; unset it to let perflab choose")
         key = trial_key(built.folder.name)
         accel, why, trial = choose_accel(machine.profile, kvm_problem(), host_has_la57(), _trials().get(key), forced or None)
-        _say(progress, f"{name}: {accel.upper()}, because {why}")
+        say(progress, f"{name}: {accel.upper()}, because {why}")
         timeout = float(os.environ.get("PERFLAB_VM_BOOT_TIMEOUT", machine.profile.boot_timeout_s))
         if trial:
             try:
@@ -276,7 +268,7 @@ def up(name: str, progress: bool = True) -> dict:
             except BootFailed as err:
                 _record_trial(key, False, str(err.args[0]).split(";")[0])
                 accel, why = "tcg", f"KVM could not boot this guest ({str(err.args[0]).split(';')[0]})"
-                _say(progress, f"{name}: falling back to TCG, because {why}")
+                say(progress, f"{name}: falling back to TCG, because {why}")
         return _boot(machine, built, accel, why, timeout, progress)
 
 
@@ -305,7 +297,7 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
     info["boot_seconds"] = round(time.monotonic() - started, 1)
     info["guest_kernel"] = pong.get("kernel")
     machine.info_path.write_text(json.dumps(info, indent=1) + "\n")
-    _say(progress, f"{profile.name}: up in {info['boot_seconds']} s ({accel.upper()}, {profile.topology()})")
+    say(progress, f"{profile.name}: up in {info['boot_seconds']} s ({accel.upper()}, {profile.topology()})")
     return info
 
 
@@ -402,7 +394,7 @@ def session(name: str, progress: bool = True):
     machine = vm(name)
     booted_here = not machine.running()
     if booted_here:
-        _say(progress, f"{name} is not running: booting it for this command (`perflab vm up {name}` keeps it up)")
+        say(progress, f"{name} is not running: booting it for this command (`perflab vm up {name}` keeps it up)")
         up(name, progress=progress)
     try:
         yield machine
@@ -450,10 +442,6 @@ def execute(machine: VM, argv: list[str], stdout=None, stderr=None, env: dict | 
 
 def interactive_shell(machine: VM) -> int:
     """A login shell in the guest on this terminal (raw mode), over the agent's pty support."""
-    import select
-    import termios
-    import tty
-
     if not sys.stdin.isatty():
         raise PerflabError("`perflab vm shell` needs a terminal; in scripts use `perflab vm run PROFILE -- COMMAND`")
     size = shutil.get_terminal_size()
@@ -469,7 +457,7 @@ def interactive_shell(machine: VM) -> int:
             while True:
                 readable, _, _ = select.select([sys.stdin, agent.sock], [], [])
                 if sys.stdin in readable:
-                    agent.send({"id": rid, "op": "in", "data": _pack_stdin()})
+                    agent.send({"id": rid, "op": "in", "data": pack(os.read(sys.stdin.fileno(), 4096))})
                 if agent.sock in readable or agent.pending:
                     message = agent.receive(0.1)
                     if message is None or message.get("id") != rid:
@@ -483,12 +471,6 @@ def interactive_shell(machine: VM) -> int:
             termios.tcsetattr(sys.stdin, termios.TCSADRAIN, saved)
 
 
-def _pack_stdin() -> str:
-    from .protocol import pack
-
-    return pack(os.read(sys.stdin.fileno(), 4096))
-
-
 @contextmanager
 def _connected(machine: VM):
     if not machine.running():
@@ -500,19 +482,9 @@ def _connected(machine: VM):
         agent.close()
 
 
-@contextmanager
 def _command_slot(machine: VM):
     """The agent serves one command at a time; a second caller waits for the first."""
-    fd = os.open(machine.folder / "command.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"perflab: another command is running in {machine.profile.name}; waiting for it", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    return exclusive(machine.folder / "command.lock", f"another command is running in {machine.profile.name}")
 
 
 def status() -> list[dict]:
@@ -543,8 +515,3 @@ def _read(path: str | Path) -> str:
 def _tail(path: Path, lines: int) -> str:
     text = [line for line in _read(path).splitlines() if line.strip()]
     return " | ".join(text[-lines:])
-
-
-def _say(enabled: bool, text: str) -> None:
-    if enabled:
-        print(f"perflab: {text}", file=sys.stderr, flush=True)
