@@ -9,6 +9,7 @@ outlives a crash; a folder whose QEMU has died is cleared by the next command th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -155,7 +156,9 @@ def _record_trial(key: str, ok: bool, reason: str) -> None:
 
 # --- QEMU ------------------------------------------------------------------------------------
 
+@functools.cache
 def qemu_version() -> str:
+    """One `qemu --version` per process: the trial key and vm.json both need it."""
     done = subprocess.run([QEMU, "--version"], capture_output=True, text=True)
     return done.stdout.splitlines()[0] if done.stdout else "unknown"
 
