@@ -20,7 +20,16 @@ $(BUILD)/%: $(SRC_DIR)/%.c $(REPO)/labs/common.mk $(REPO)/labs/perflab_bench.h |
 $(BUILD):
 	mkdir -p $@
 
+# One variant of a program: any SOURCE into any OUTPUT, with the lab's flags
+# followed by EXTRA_CFLAGS (a later -O wins). Exercises and compiler
+# comparisons build this way, e.g.
+#   make -C labs/06-loop-alignment variant SOURCE=seed.c OUTPUT=/tmp/seed CC=clang EXTRA_CFLAGS=-O0
+variant:
+	@test -n "$(SOURCE)" -a -n "$(OUTPUT)" || { echo "variant needs SOURCE=file.c and OUTPUT=path" >&2; exit 2; }
+	@mkdir -p $(dir $(OUTPUT))
+	$(CC) $(CFLAGS) $(EXTRA_CFLAGS) -I$(REPO)/labs -DPERFLAB_CFLAGS='"$(CFLAGS) $(EXTRA_CFLAGS)"' -o $(OUTPUT) $(SOURCE) $(LDLIBS)
+
 clean:
 	rm -f $(BINARIES)
 
-.PHONY: all clean
+.PHONY: all clean variant

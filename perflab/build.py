@@ -1,13 +1,19 @@
-"""Build the C programs with the one shared build file, on demand."""
+"""Build the C programs with the one shared build file, labs/common.mk, on demand."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Sequence
 
 from .errors import PerflabError
 from .paths import BUILD_DIR, REPO_ROOT
+
+
+def _require_toolchain(compiler: str = "cc") -> None:
+    if shutil.which("make") is None or shutil.which(compiler) is None:
+        raise PerflabError(f"make or {compiler} is missing: run `make lab` (deps/debian.txt lists the compilers)")
 
 
 def ensure_built(source_dir: str, program: str) -> Path:
@@ -15,8 +21,7 @@ def ensure_built(source_dir: str, program: str) -> Path:
 
     make is idempotent and quick when nothing changed, so callers build every time.
     """
-    if shutil.which("make") is None or shutil.which("cc") is None:
-        raise PerflabError("make or a C compiler is missing: run `make lab` (it installs build-essential)")
+    _require_toolchain()
     folder = REPO_ROOT / source_dir
     done = subprocess.run(["make", "-s", "-C", str(folder)], capture_output=True, text=True)
     if done.returncode != 0:
@@ -29,3 +34,18 @@ def ensure_built(source_dir: str, program: str) -> Path:
     if not binary.exists():
         raise PerflabError(f"{binary} was not built; run `make -C {source_dir}` to see why")
     return binary
+
+
+def compile_variant(source_dir: str, source: Path, output: Path, compiler: str = "cc",
+                    extra_flags: Sequence[str] = ()) -> Path:
+    """Build one C file with the flags of the lab in `source_dir` (its Makefile and labs/common.mk), then
+    `extra_flags`, with `compiler`; return the binary. The flags are recorded in the binary's meta line."""
+    _require_toolchain(compiler)
+    done = subprocess.run(["make", "-s", "-C", str(REPO_ROOT / source_dir), "variant", f"SOURCE={source}",
+                           f"OUTPUT={output}", f"CC={compiler}", f"EXTRA_CFLAGS={' '.join(extra_flags)}"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
+        raise PerflabError(f"{source.name} does not compile with {compiler} {' '.join(extra_flags)}: "
+                           f"{errors[0] if errors else 'no message'}")
+    return output

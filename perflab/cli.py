@@ -35,9 +35,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def _run_lab(name: str, args: argparse.Namespace):
     from .labs import find
 
-    module = find(name).load()
-    return module.run(cpus=args.cpus, quick=args.quick, runs=args.runs, progress=args.progress or not args.json,
-                      wait=not args.no_wait)
+    return find(name).load().run(cpus=args.cpus, quick=args.quick, runs=args.runs,
+                                 progress=args.progress or not args.json, wait=not args.no_wait)
+
+
+def without_vm(argv: list[str]) -> list[str]:
+    """The `run` command line as given, minus `--vm PROFILE`: every other flag goes on to the guest."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip or arg == "--vm" or arg.startswith("--vm="):
+            skip = arg == "--vm"
+            continue
+        kept.append(arg)
+    return kept
 
 
 def _run_lab_in_vm(args: argparse.Namespace) -> int:
@@ -47,7 +57,7 @@ def _run_lab_in_vm(args: argparse.Namespace) -> int:
     if args.lab == "all":
         raise PerflabError("--vm runs one lab at a time: name the lab, e.g. `perflab run core-to-core --vm default`")
     find(args.lab).load()  # an unknown or planned lab fails here, before a VM boots
-    verdict = run_lab(args.lab, args.vm, quick=args.quick, runs=args.runs, cpus=args.cpus, progress=not args.json)
+    verdict = run_lab(args.lab, args.vm, without_vm(args.argv), progress=not args.json)
     if args.json:
         _print_json(verdict)
     else:
@@ -109,8 +119,8 @@ def cmd_progress(args: argparse.Namespace) -> int:
 
 
 def cmd_c2c_analyze(args: argparse.Namespace) -> int:
-    from .c2c import analyze, load
-    from .c2c.report import render_analysis
+    from .labs.core_to_core.advisor import analyze, render_analysis
+    from .labs.core_to_core.matrix import load
 
     analysis = analyze(load(args.file))
     if args.json:
@@ -121,8 +131,9 @@ def cmd_c2c_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_c2c_heatmap(args: argparse.Namespace) -> int:
-    from .c2c import analyze, load
-    from .c2c.plots import heatmap
+    from .labs.core_to_core.advisor import analyze
+    from .labs.core_to_core.figures import heatmap
+    from .labs.core_to_core.matrix import load
 
     matrix = load(args.file)
     heatmap(matrix, analyze(matrix)).savefig(args.output, dpi=120, bbox_inches="tight")
@@ -145,7 +156,7 @@ def cmd_exercises(args: argparse.Namespace) -> int:
 
 
 def cmd_layout(args: argparse.Namespace) -> int:
-    from . import layout
+    from .labs.loop_alignment import layout
 
     binary = Path(args.binary)
     if not binary.is_file():
@@ -165,9 +176,9 @@ def cmd_vm(args: argparse.Namespace) -> int:
         from .text import table
 
         rows = machine.status()
-        print(table([["profile", "machine", "kernel", "state", "for"],
+        print(table([["profile", "machine", "kernel", "state", "labs", "for"],
                      *[[r["profile"], r["topology"], " ".join(filter(None, [r["kernel"], r["kernel_args"]])), r["state"],
-                        r["description"]] for r in rows]]))
+                        ",".join(r["labs"]) or "-", r["description"]] for r in rows]]))
         built = image.current()
         print(f"guest image: {built.folder} ({'built' if built.exists() else 'not built yet: the first `perflab vm up` builds it'})")
         return 0
@@ -204,6 +215,21 @@ def cmd_vm(args: argparse.Namespace) -> int:
         return machine.execute(vm, command)
 
 
+def cmd_system(args: argparse.Namespace) -> int:
+    from . import system
+
+    if args.action == "show":
+        print(system.show())
+        return 0
+    done = system.tune() if args.action == "tune" else system.reset_all()
+    for line in done:
+        print(line)
+    if not done:
+        print("nothing to tune here: no cpufreq governor and no turbo switch (in a VM the host decides both)"
+              if args.action == "tune" else "nothing to restore: perflab has changed nothing on this machine")
+    return 0
+
+
 def machine_names() -> list[str]:
     from .vm.profiles import names
 
@@ -227,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("run", help="run a lab (or all) and print its verdict", formatter_class=formatter,
+                       allow_abbrev=False,  # --vm forwards the other flags to the guest exactly as given
                        epilog=_examples("perflab run core-to-core", "perflab run core-to-core --quick -C 0-3",
                                         "perflab run loop-alignment --quick --vm default",
                                         "perflab run core-to-core --runs 60 --json", "perflab run all --quick"))
@@ -296,6 +323,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="for build: rebuild even if the image for this recipe is cached")
     p.set_defaults(func=cmd_vm)
 
+    p = sub.add_parser("system", help="the system settings the labs use; tune the machine, and put everything back",
+                       formatter_class=formatter,
+                       description="show: every knob the labs use (governor, turbo, NUMA balancing, each disk's "
+                                   "rq_affinity and IRQ affinities), its value, and whether perflab changed it. "
+                                   "tune: performance governor and turbo off, kept until reset. reset: restore "
+                                   "what tune set and what a killed run left changed.",
+                       epilog=_examples("perflab system show", "sudo perflab system tune", "sudo perflab system reset",
+                                        "PERFLAB_SYSROOT=tests/fixtures/machines/intel-2s-smt perflab system show"))
+    p.add_argument("action", choices=["show", "tune", "reset"])
+    p.set_defaults(func=cmd_system)
+
     p = sub.add_parser("exercises", help="for authors: generate learner notebooks, run the author check",
                        formatter_class=formatter,
                        epilog=_examples("perflab exercises generate", "perflab exercises check"))
@@ -305,7 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.argv = argv[1:]  # after the command's name: `run --vm` forwards it
     handler: Callable[[argparse.Namespace], int] = args.func
     try:
         if getattr(args, "cpus", None):

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import html
 import os
-from types import ModuleType
 from typing import Callable
 
 import ipywidgets as widgets
 from IPython.display import HTML, display
 
 from .errors import PerflabError
+from .labs import Lab
 from .probe import Machine
-from .report import COLOURS
-from .verdict import Verdict
+from .verdict import COLOURS, Verdict
 
 
 def quick_mode() -> bool:
@@ -25,7 +24,7 @@ def quick_mode() -> bool:
     return os.environ.get("PERFLAB_QUICK") == "1"
 
 
-def show_verdict(verdict: Verdict, lab: ModuleType) -> None:
+def show_verdict(verdict: Verdict, lab: Lab) -> None:
     """The verdict in colour, its notes, then the lab's figures."""
     colour = COLOURS[verdict.verdict]
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes)
@@ -68,10 +67,10 @@ def action_button(description: str, action: Callable[[], None]) -> tuple[widgets
     return button, output
 
 
-def run_panel(lab: ModuleType, machine: Machine, choices: dict[str, list] | None = None) -> widgets.Widget:
-    """Choose CPUs, quick or full, the number of runs (and any lab-specific `choices`); press Run; see the verdict."""
+def run_panel(lab: Lab, machine: Machine) -> widgets.Widget:
+    """Choose CPUs, quick or full, the number of runs (and the lab's own OPTIONS); press Run; see the verdict."""
     dropdowns = {name: widgets.Dropdown(options=options, value=options[0], description=name)
-                 for name, options in (choices or {}).items()}
+                 for name, options in lab.OPTIONS.items()}
     cpus = widgets.SelectMultiple(options=machine.online_cpus, value=tuple(machine.online_cpus),
                                   description="CPUs", rows=min(8, len(machine.online_cpus)))
     quick = widgets.Checkbox(value=True, description="quick (a first look, not a final answer)",

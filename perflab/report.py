@@ -9,12 +9,10 @@ import io
 from pathlib import Path
 
 from .errors import PerflabError
-from .labs import LABS, available, find
+from .labs import available, find, labs
 from .paths import results_dir
 from .results import write_atomic
-from .verdict import Verdict
-
-COLOURS = {"reproduced": "#1a7f37", "not-reproduced": "#9a6700", "inconclusive": "#0969da", "cannot-show": "#6e7781"}
+from .verdict import COLOURS, Verdict
 
 
 def run_all(cpus=None, quick=True, runs=None, wait=True, progress=True) -> tuple[list[Verdict], Path]:
@@ -44,8 +42,7 @@ def _lab_section(verdict: Verdict) -> str:
     ]
     if verdict.notes:
         parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes) + "</ul>")
-    module = lab.load()
-    for title, figure in module.figures(verdict):
+    for title, figure in lab.load().figures(verdict):
         parts.append(f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{_png(figure)}">'
                      f"<figcaption>{html.escape(title)}</figcaption></figure>")
     if verdict.results:
@@ -55,7 +52,7 @@ def _lab_section(verdict: Verdict) -> str:
 
 def write_report(verdicts: list[Verdict]) -> Path:
     """Write results/report-<time>.html atomically and return its path."""
-    planned = [lab for lab in LABS if not lab.module]
+    planned = [lab for lab in labs() if not lab.ready]
     now = dt.datetime.now(dt.timezone.utc)
     body = "\n".join(_lab_section(v) for v in verdicts)
     if planned:

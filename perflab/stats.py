@@ -1,8 +1,9 @@
 """Statistics for microbenchmarks: small pure functions over sequences of float samples.
 
-Everything here is plain Python + math (numpy only to draw bootstrap resamples quickly);
-scipy is used by the tests as the reference, never at run time.
-Invalid input raises PerflabError with a one-line message that says how to fix it.
+The names here are the course's vocabulary (harmonic_mean_ci, welch_t_test,
+instability_warnings); the special functions behind them are scipy.stats's,
+and numpy draws the bootstrap resamples. Invalid input raises PerflabError
+with a one-line message that says how to fix it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from scipy import stats as sps
 
 from .errors import PerflabError
 
@@ -22,9 +24,6 @@ MAX_OUTLIER_FRACTION = 0.05  # more than 5% of samples beyond the Tukey fences i
 DRIFT_P = 0.01  # Mann-Whitney p below this between the run's halves: the halves really differ
 DRIFT_MIN_CHANGE = 0.05  # ...and their medians differ by more than 5%: large enough to matter
 
-_BETACF_EPS = 1e-15  # relative convergence of the incomplete-beta continued fraction
-_BETACF_MAXIT = 100_000  # needs O(sqrt(df)) terms; this covers df far beyond any benchmark
-_TINY = 1e-300  # keeps Lentz's continued-fraction denominators away from zero
 _BOOTSTRAP_CHUNK = 1_000_000  # resampled values drawn per numpy call (bounds memory)
 
 
@@ -141,175 +140,29 @@ def coefficient_of_variation(xs: Sequence[float]) -> float:
 
 
 def normal_cdf(x: float) -> float:
-    """P(Z <= x) for a standard normal Z, via erfc so the lower tail keeps full relative precision."""
-    return 0.5 * math.erfc(-x / math.sqrt(2))
-
-
-def _normal_sf(x: float) -> float:
-    """P(Z > x), precise in the upper tail (where 1 - normal_cdf(x) would round to 0)."""
-    return 0.5 * math.erfc(x / math.sqrt(2))
-
-
-# Acklam's rational approximation of the normal quantile (relative error < 1.15e-9).
-_ACKLAM_A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
-             1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)  # fmt: skip
-_ACKLAM_B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
-             6.680131188771972e01, -1.328068155288572e01)  # fmt: skip
-_ACKLAM_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
-             -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)  # fmt: skip
-_ACKLAM_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
-_ACKLAM_P_LOW = 0.02425  # below this p Acklam switches to the tail formula
-
-
-def _polyval(coeffs: Sequence[float], x: float) -> float:
-    """Horner evaluation, highest-degree coefficient first."""
-    acc = 0.0
-    for c in coeffs:
-        acc = acc * x + c
-    return acc
-
-
-def _acklam_lower(p: float) -> float:
-    """Acklam's initial guess for the normal quantile, for 0 < p <= 0.5."""
-    if p < _ACKLAM_P_LOW:
-        q = math.sqrt(-2 * math.log(p))
-        return _polyval(_ACKLAM_C, q) / (_polyval(_ACKLAM_D, q) * q + 1)
-    q = p - 0.5
-    r = q * q
-    return _polyval(_ACKLAM_A, r) * q / (_polyval(_ACKLAM_B, r) * r + 1)
+    """P(Z <= x) for a standard normal Z."""
+    return float(sps.norm.cdf(x))
 
 
 def normal_quantile(p: float) -> float:
-    """x with normal_cdf(x) = p: Acklam's approximation plus one Halley step (error ~1e-15)."""
+    """x with normal_cdf(x) = p."""
     _check_probability(p)
-    if p == 0 or p == 1:
-        return -math.inf if p == 0 else math.inf
-    if p > 0.5:
-        return -normal_quantile(1.0 - p)  # 1 - p is exact here; the lower half has the precision
-    x = _acklam_lower(p)
-    u = (normal_cdf(x) - p) * math.sqrt(2 * math.pi) * math.exp(x * x / 2)
-    return x - u / (1 + x * u / 2)
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction for the incomplete beta (Numerical Recipes betacf, modified Lentz)."""
-    qab, qap, qam = a + b, a + 1, a - 1
-    c = 1.0
-    d = 1 - qab * x / qap
-    d = 1 / (d if abs(d) > _TINY else _TINY)
-    h = d
-    for m in range(1, _BETACF_MAXIT + 1):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1 + aa * d
-            d = 1 / (d if abs(d) > _TINY else _TINY)
-            c = 1 + aa / c
-            c = c if abs(c) > _TINY else _TINY
-            delta = d * c
-            h *= delta
-        if abs(delta - 1) < _BETACF_EPS:
-            return h
-    raise PerflabError(f"incomplete beta did not converge for a={a}, b={b}, x={x}: degrees of freedom too large")
-
-
-def _stirling_tail(x: float) -> float:
-    """lgamma(x) minus its Stirling approximation (x - 1/2) log x - x + log(2 pi) / 2, for x >= 10."""
-    return 1 / (12 * x) - 1 / (360 * x**3) + 1 / (1260 * x**5)
-
-
-def _log_beta(a: float, b: float) -> float:
-    """log B(a, b); for a large argument the lgamma terms nearly cancel, so use Stirling's series."""
-    small, big = min(a, b), max(a, b)
-    if big < 100:
-        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
-    # lgamma(big + small) - lgamma(big), written so that nothing large cancels:
-    ratio = (big - 0.5) * math.log1p(small / big) + small * math.log(big + small) - small
-    return math.lgamma(small) - ratio - (_stirling_tail(big + small) - _stirling_tail(big))
-
-
-def _betainc(a: float, b: float, x: float, y: float) -> float:
-    """Regularized incomplete beta I_x(a, b); y = 1 - x is passed in so neither end loses digits."""
-    if x <= 0:
-        return 0.0
-    if y <= 0:
-        return 1.0
-    log_x = math.log1p(-y) if x > 0.5 else math.log(x)
-    log_y = math.log1p(-x) if y > 0.5 else math.log(y)
-    front = math.exp(a * log_x + b * log_y - _log_beta(a, b))
-    if x < (a + 1) / (a + b + 2):  # the fraction converges fast on this side; use symmetry otherwise
-        return front * _betacf(a, b, x) / a
-    return 1 - front * _betacf(b, a, y) / b
-
-
-def _t_sf(t: float, df: float) -> float:
-    """P(T > t) for t >= 0: I_x(df/2, 1/2) / 2 with x = df / (df + t^2), precise far into the tail."""
-    if t == math.inf:
-        return 0.0
-    if t < math.sqrt(df):  # compute x and 1 - x from whichever ratio cannot overflow
-        z = t * t / df
-        x, y = 1 / (1 + z), z / (1 + z)
-    else:
-        w = df / (t * t)
-        x, y = w / (1 + w), 1 / (1 + w)
-    return 0.5 * _betainc(df / 2, 0.5, x, y)
-
-
-def _t_pdf(t: float, df: float) -> float:
-    """Student-t density, used for the Newton steps in t_quantile."""
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    return math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
+    return float(sps.norm.ppf(p))
 
 
 def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with df (possibly fractional) degrees of freedom; rel. error < 1e-9 to df = 1e7."""
+    """P(T <= t) for Student's t with df (possibly fractional, or infinite) degrees of freedom."""
     _check_df(df)
     if math.isnan(t):
         raise PerflabError("t_cdf got t = nan: check the samples it was computed from")
-    if df == math.inf:
-        return normal_cdf(t)
-    return _t_sf(-t, df) if t < 0 else 1 - _t_sf(t, df)
-
-
-def _t_isf(q: float, df: float) -> float:
-    """t >= 0 with P(T > t) = q (0 < q < 0.5): Newton from the left, safeguarded by a bracket.
-
-    The upper tail is convex for t > 0, so Newton steps from below never overshoot the root.
-    """
-    lo, hi = 0.0, max(1.0, -normal_quantile(q))
-    while _t_sf(hi, df) > q:  # the t tail is heavier than the normal one: widen until it brackets
-        lo, hi = hi, 2 * hi
-    t = lo
-    for _ in range(200):
-        f = _t_sf(t, df) - q
-        if f == 0:
-            return t
-        if f > 0:
-            lo = t
-        else:
-            hi = t
-        pdf = _t_pdf(t, df)
-        step = f / pdf if pdf > 0 else math.inf
-        new = t + step
-        if not lo < new < hi:
-            new = 0.5 * (lo + hi)
-        if abs(new - t) <= 1e-15 * max(1.0, abs(t)):
-            return new
-        t = new
-    return t
+    return float(sps.t.cdf(t, df))
 
 
 def t_quantile(p: float, df: float) -> float:
-    """t with t_cdf(t, df) = p, by inverting t_cdf with safeguarded Newton steps (as accurate as t_cdf)."""
+    """t with t_cdf(t, df) = p."""
     _check_probability(p)
     _check_df(df)
-    if p == 0 or p == 1:
-        return -math.inf if p == 0 else math.inf
-    if p == 0.5:
-        return 0.0
-    if df == math.inf:
-        return normal_quantile(p)
-    t = _t_isf(min(p, 1.0 - p), df)  # 1 - p is exact for p > 0.5
-    return t if p > 0.5 else -t
+    return float(sps.t.ppf(p, df))
 
 
 # ---------------------------------------------------------------- confidence intervals
@@ -403,45 +256,23 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
     """Welch's unequal-variance t-test: (t, df, two-sided p), t > 0 when mean(a) > mean(b)."""
     xa = _samples(a, 2, "a t-test")
     xb = _samples(b, 2, "a t-test")
-    va, vb = stdev(xa) ** 2 / len(xa), stdev(xb) ** 2 / len(xb)
-    if va + vb == 0:
+    if stdev(xa) == 0 and stdev(xb) == 0:
         raise PerflabError("both samples are constant, so a t-test is undefined: check that the benchmark really ran")
-    t = (mean(xa) - mean(xb)) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))  # Welch-Satterthwaite
-    return t, df, min(1.0, 2 * _t_sf(abs(t), df))
-
-
-def _ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
-    """1-based ranks with ties averaged, and the size of every tie group (for tie corrections)."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    groups = []
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        groups.append(j - i + 1)
-        i = j + 1
-    return ranks, groups
+    found = sps.ttest_ind(xa, xb, equal_var=False)
+    return float(found.statistic), float(found.df), float(found.pvalue)
 
 
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """Mann-Whitney U of a and its two-sided p (normal approximation, tie and continuity corrected)."""
+    """Mann-Whitney U of a and its two-sided p (normal approximation, tie and continuity corrected).
+
+    It compares ranks, so it assumes nothing about the shape of the timings (they are rarely normal).
+    """
     xa = _samples(a, 1, "a Mann-Whitney test")
     xb = _samples(b, 1, "a Mann-Whitney test")
-    n1, n2 = len(xa), len(xb)
-    n = n1 + n2
-    ranks, groups = _ranks(xa + xb)
-    u1 = math.fsum(ranks[:n1]) - n1 * (n1 + 1) / 2
-    tie_term = sum(g**3 - g for g in groups)
-    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))) if n > 1 else 0.0
-    if sigma == 0:
-        return u1, 1.0  # every value identical: no evidence of any difference
-    z = (max(u1, n1 * n2 - u1) - n1 * n2 / 2 - 0.5) / sigma
-    return u1, min(1.0, 2 * _normal_sf(z))
+    if len(set(xa + xb)) == 1:
+        return len(xa) * len(xb) / 2, 1.0  # every value identical: no evidence of any difference
+    found = sps.mannwhitneyu(xa, xb, alternative="two-sided", method="asymptotic", use_continuity=True)
+    return float(found.statistic), float(found.pvalue)
 
 
 def hedges_g(a: Sequence[float], b: Sequence[float]) -> float:

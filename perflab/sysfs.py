@@ -1,14 +1,18 @@
 """The one door to /sys and /proc.
 
-Every read of kernel state goes through a `SysRoot`, so tests can point the
-whole package at a fixture tree (`tests/fixtures/machines/NAME/`) instead of
-the live machine. Set PERFLAB_SYSROOT to do the same from the command line.
+Every read of kernel state goes through a `SysRoot`, and every write too
+(only through perflab.knobs, which journals it), so tests can point the whole
+package at a fixture tree (`tests/fixtures/machines/NAME/`) instead of the
+live machine. Set PERFLAB_SYSROOT to do the same from the command line.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
+
+from .errors import PerflabError
 
 
 class SysRoot:
@@ -39,6 +43,19 @@ class SysRoot:
         except ValueError:
             return None
 
+    def write(self, path: str, text: str) -> None:
+        """Write `text` to an existing kernel file, as one write(2); a refusal is one line saying why."""
+        try:
+            fd = os.open(self.path(path), os.O_WRONLY | os.O_TRUNC)
+        except OSError as err:
+            raise PerflabError(f"cannot open {path} for writing: {_why(err)}") from None
+        try:
+            os.write(fd, text.encode())
+        except OSError as err:
+            raise PerflabError(f"the kernel refused {text!r} for {path}: {_why(err)}") from None
+        finally:
+            os.close(fd)
+
     def exists(self, path: str) -> bool:
         return self.path(path).exists()
 
@@ -48,6 +65,14 @@ class SysRoot:
             return sorted(os.listdir(self.path(path)))
         except OSError:
             return []
+
+
+def _why(err: OSError) -> str:
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{err.strerror}; changing it needs root: run as root or with sudo"
+    if err.errno == errno.ENOENT:
+        return "no such file on this kernel"
+    return err.strerror or str(err)
 
 
 def default_root() -> SysRoot:

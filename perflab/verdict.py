@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 from . import stats
 
 VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "cannot-show")
+# One colour per verdict, the same in the notebook, the report and the book.
+COLOURS = {"reproduced": "#1a7f37", "not-reproduced": "#9a6700", "inconclusive": "#0969da", "cannot-show": "#6e7781"}
 ALPHA = 0.05
 
 
@@ -38,13 +40,22 @@ class Verdict:
     effect: Effect | None = None
     results: str | None = None
     notes: list[str] = field(default_factory=list)
+    # The result the verdict was judged from, in memory, for figures; its file is `results`.
+    result: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"unknown verdict {self.verdict!r}")
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Everything but the in-memory result: that is in the file `results` names."""
+        return {"lab": self.lab, "verdict": self.verdict, "reason": self.reason,
+                "effect": asdict(self.effect) if self.effect else None, "results": self.results, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Verdict:
+        effect = Effect(**data["effect"]) if data.get("effect") else None
+        return cls(data["lab"], data["verdict"], data["reason"], effect, data.get("results"), list(data.get("notes", [])))
 
     def headline(self) -> str:
         return f"{self.lab}: {self.verdict.upper()} - {self.reason}"
@@ -91,4 +102,4 @@ def unless_emulated(verdict: Verdict, machine: Any, needs: str) -> Verdict:
     return Verdict(verdict.lab, "cannot-show",
                    f"the CPU is emulated (QEMU's TCG), and {needs}; run on bare metal or in a KVM guest",
                    verdict.effect, verdict.results,
-                   [f"as measured under TCG ({verdict.verdict}): {verdict.reason}", *verdict.notes])
+                   [f"as measured under TCG ({verdict.verdict}): {verdict.reason}", *verdict.notes], verdict.result)

@@ -27,3 +27,16 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subpro
     """Run `perflab ARGS` as a learner would, in a fresh process."""
     return subprocess.run([sys.executable, "-m", "perflab", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="session")
+def every_lab_quick(tmp_path_factory) -> tuple[dict, Path]:
+    """`perflab run all --quick --json`, once for the whole session: (its JSON, the results folder it wrote)."""
+    import json
+
+    folder = tmp_path_factory.mktemp("run-all")
+    env = {"PERFLAB_RESULTS": str(folder / "results"), "PERFLAB_LOCK": str(folder / "measure.lock"),
+           "PERFLAB_PROGRESS": str(folder / "progress.txt")}
+    done = run_cli("run", "all", "--quick", "--json", env=env, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), folder / "results"

@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from perflab.c2c import LatencyMatrix, analyze, from_result, load
-from perflab.c2c.placement import best_pipeline, pipeline_cost
-from perflab.c2c.plots import heatmap, latency_histogram
+from perflab.labs.core_to_core.advisor import analyze
+from perflab.labs.core_to_core.figures import heatmap, latency_histogram
+from perflab.labs.core_to_core.matrix import LatencyMatrix, from_result, load
+from perflab.labs.core_to_core.placement import best_pipeline, pipeline_cost
 from perflab.errors import PerflabError
 from perflab.paths import DATA_DIR
 

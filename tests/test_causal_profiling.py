@@ -9,11 +9,12 @@ import subprocess
 import pytest
 
 from conftest import run_cli
-from perflab import coz
 from perflab.build import ensure_built
 from perflab.grading import FAILED, INCONCLUSIVE, PASSED
-from perflab.grading.checks import causal_profiling as checks
-from perflab.labs import causal_profiling as lab
+from perflab.labs import CannotShow
+from perflab.labs.causal_profiling import LAB, coz, profilers, samples
+from perflab.labs.causal_profiling import exercises as checks
+from perflab.labs.causal_profiling import run as lab
 from perflab.probe import Fact, Machine, probe
 
 needs_coz = pytest.mark.skipif(shutil.which("coz") is None, reason="coz is not installed: run `make test`")
@@ -91,15 +92,15 @@ def test_read_missing_file_says_what_to_do(tmp_path):
         coz.read(tmp_path / "profile.coz")
 
 
-@pytest.mark.skipif(not lab.sample_profiles(), reason="Debian's coz-profiler (its sample profiles) is not installed")
+@pytest.mark.skipif(not samples.sample_profiles(), reason="Debian's coz-profiler (its sample profiles) is not installed")
 def test_every_shipped_sample_profile_parses():
-    for name in lab.sample_profiles():
-        profile = lab.read_sample(name)
+    for name in samples.sample_profiles():
+        profile = samples.read_sample(name)
         assert profile.experiments and profile.points(), name
         assert not [w for w in profile.warnings if "skipped" in w], name
-    assert "largest causal impact" in lab.describe(lab.read_sample("ferret"))
+    assert "largest causal impact" in samples.describe(samples.read_sample("ferret"))
     with pytest.raises(coz.PerflabError, match="the samples are"):
-        lab.read_sample("nginx")
+        samples.read_sample("nginx")
 
 
 # --- estimates ---------------------------------------------------------------------------------------
@@ -133,12 +134,12 @@ def test_curves_bin_speedups_and_ranking_needs_enough_experiments():
 
 def test_work_lines_find_each_functions_one_line():
     source = lab.SOURCE.read_text()
-    lines = lab.work_lines(source)
-    assert list(lines) == list(lab.FUNCTIONS)
+    lines = profilers.work_lines(source)
+    assert list(lines) == list(profilers.FUNCTIONS)
     text = source.splitlines()
     assert all("WORK(h" in text[n - 1] for n in lines.values())
-    assert lab.function_at(source, f"/x/commit.c:{lines['compress_log']}") == "compress_log"
-    assert lab.function_at(source, "/x/perflab_bench.h:32") is None
+    assert profilers.function_at(source, f"/x/commit.c:{lines['compress_log']}") == "compress_log"
+    assert profilers.function_at(source, "/x/perflab_bench.h:32") is None
 
 
 @pytest.mark.parametrize("args, message", [
@@ -162,25 +163,25 @@ def test_commit_takes_factors_and_reports_its_rate():
 
 def test_parse_perf_report_ranks_user_and_kernel_symbols():
     text = " 42.91% ,[.] compress_log\n 1.55%  ,[k] _raw_spin_unlock_irqrestore\n 26.69% ,[.] parse_records\n\n# x\n"
-    ranking = lab.parse_perf_report(text)
+    ranking = profilers.parse_perf_report(text)
     assert [r["symbol"] for r in ranking] == ["compress_log", "parse_records", "_raw_spin_unlock_irqrestore"]
     assert ranking[0]["share"] == pytest.approx(0.4291) and ranking[2]["kernel"]
-    assert lab.hottest_function(ranking) == "compress_log"
-    assert lab.hottest_function(ranking[2:]) is None
+    assert profilers.hottest_function(ranking) == "compress_log"
+    assert profilers.hottest_function(ranking[2:]) is None
 
 
 @needs_two_cpus
 def test_perf_ranks_the_off_path_function_first(tmp_path):
     binary = ensure_built(lab.SOURCE_DIR, "commit")
-    ranking = lab.perf_ranking(lab.program_argv(binary, lab.choose_cpus(probe()), 1), tmp_path)
-    assert lab.hottest_function(ranking) == "compress_log"
-    assert {r["symbol"] for r in ranking} >= set(lab.FUNCTIONS)
+    ranking = profilers.perf_ranking(lab.program_argv(binary, LAB.choose_cpus(probe()), 1), tmp_path)
+    assert profilers.hottest_function(ranking) == "compress_log"
+    assert {r["symbol"] for r in ranking} >= set(profilers.FUNCTIONS)
 
 
 @needs_coz
 def test_coz_runs_for_real_and_yields_experiments(tmp_path):
     binary = ensure_built(lab.SOURCE_DIR, "commit")
-    session = lab.CozSession(lambda seconds: lab.program_argv(binary, (0, 0), seconds), tmp_path, 5, progress=False)
+    session = profilers.CozSession(lambda seconds: lab.program_argv(binary, (0, 0), seconds), tmp_path, 5, progress=False)
     try:
         profile = session.run(5)
     finally:
@@ -195,12 +196,12 @@ def test_coz_runs_for_real_and_yields_experiments(tmp_path):
 def test_one_cpu_cannot_show_and_siblings_are_avoided():
     one = Machine({"online_cpus": Fact([0], "t"),
                    "topology": Fact({"0": {"package": 0, "die": 0, "core": 0, "smt_siblings": [0], "node": 0}}, "t")})
-    with pytest.raises(lab.CannotShow, match="two CPUs on different cores"):
-        lab.choose_cpus(one)
+    with pytest.raises(CannotShow, match="two CPUs on different cores"):
+        LAB.choose_cpus(one)
     smt = Machine({"online_cpus": Fact([0, 1, 2, 3], "t"), "topology": Fact({
         str(c): {"package": 0, "die": 0, "core": c % 2, "smt_siblings": [c % 2, c % 2 + 2], "node": 0}
         for c in range(4)}, "t")})
-    commit_cpu, log_cpu = lab.choose_cpus(smt)
+    commit_cpu, log_cpu = LAB.choose_cpus(smt)
     assert commit_cpu != 0 and commit_cpu % 2 != log_cpu % 2
 
 
@@ -208,12 +209,12 @@ def test_judge_needs_cozs_pick_faster_and_perfs_not():
     base = [100.0, 101, 99, 100, 102, 98, 100, 101]
     faster = [r * 1.25 for r in base]
     picks = {"coz": "parse_records", "perf": "compress_log"}
-    assert lab.judge(picks, {"unchanged": base, "parse_records": faster, "compress_log": base})[0] == "reproduced"
-    assert lab.judge(picks, {"unchanged": base, "parse_records": base, "compress_log": faster})[0] == "not-reproduced"
+    assert lab.judge_race(picks, {"unchanged": base, "parse_records": faster, "compress_log": base})[0] == "reproduced"
+    assert lab.judge_race(picks, {"unchanged": base, "parse_records": base, "compress_log": faster})[0] == "not-reproduced"
     agree = {"coz": "compress_log", "perf": "compress_log"}
-    assert lab.judge(agree, {"unchanged": base, "compress_log": faster})[0] == "not-reproduced"
+    assert lab.judge_race(agree, {"unchanged": base, "compress_log": faster})[0] == "not-reproduced"
     noisy = [100.0, 140, 60, 120, 80, 130, 70, 100]
-    assert lab.judge(picks, {"unchanged": base, "parse_records": noisy, "compress_log": base})[0] == "inconclusive"
+    assert lab.judge_race(picks, {"unchanged": base, "parse_records": noisy, "compress_log": base})[0] == "inconclusive"
 
 
 def test_held_means_close_or_overlapping():
@@ -244,7 +245,7 @@ def test_bad_cpu_for_the_lab_is_one_line(isolated_state):
 # --- the exercise --------------------------------------------------------------------------------------
 
 def test_critical_lines_are_block_hash_and_its_call():
-    source = lab.EXERCISE_SOURCE.read_text().splitlines()
+    source = checks.EXERCISE_SOURCE.read_text().splitlines()
     lines = checks.critical_lines("\n".join(source))
     assert len(lines) == 3 and "block_hash(b)" in source[lines[-1] - 1] and "MIX(h, b->words[i])" in source[lines[1] - 1]
 
@@ -260,13 +261,13 @@ def _hot_fix(source: str) -> str:
 
 @needs_two_cpus
 def test_optimising_perfs_hottest_function_does_not_pass(isolated_state):
-    source = lab.EXERCISE_SOURCE.read_text()
+    source = checks.EXERCISE_SOURCE.read_text()
     found = checks.find_the_line({"CHOSEN_LINE": "ingest.c:44", "MY_SOURCE": _hot_fix(source)})
     assert [c.status for c in found] == [FAILED, PASSED, FAILED] or found[-1].status == INCONCLUSIVE
 
 
 def test_a_wrong_result_or_a_broken_build_fails_fast(isolated_state):
-    source = lab.EXERCISE_SOURCE.read_text()
+    source = checks.EXERCISE_SOURCE.read_text()
     wrong = checks.known_fix(source).replace("salt ^ b->words", "salt + b->words")
     found = checks.find_the_line({"CHOSEN_LINE": "ingest.c:67", "MY_SOURCE": wrong})
     assert [c.status for c in found] == [PASSED, FAILED]

@@ -18,7 +18,8 @@ def _one_line_error(done, *fragments):
         assert fragment in lines[0]
 
 
-@pytest.mark.parametrize("command", [["probe"], ["run"], ["grade"], ["progress"], ["c2c", "analyze"], ["c2c", "heatmap"]])
+@pytest.mark.parametrize("command", [["probe"], ["run"], ["grade"], ["progress"], ["c2c", "analyze"], ["c2c", "heatmap"],
+                                     ["system"]])
 def test_help_ends_with_examples(command):
     done = run_cli(*command, "--help")
     assert done.returncode == 0

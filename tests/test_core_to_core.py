@@ -10,9 +10,12 @@ import pytest
 
 from perflab import results
 from perflab.build import ensure_built
-from perflab.c2c import analyze, from_result
 from perflab.errors import PerflabError
-from perflab.labs import core_to_core as lab
+from perflab.labs.core_to_core import LAB
+from perflab.labs.core_to_core import run as lab
+from perflab.labs.core_to_core.advisor import analyze
+from perflab.labs.core_to_core.figures import figures
+from perflab.labs.core_to_core.matrix import from_result, load
 from perflab.probe import probe
 from perflab.runner import Run
 
@@ -99,7 +102,7 @@ def test_recorded_example_is_computed_from_data():
 def test_choose_cpus_refuses_offline_ids():
     machine = probe()
     with pytest.raises(PerflabError, match="not online"):
-        lab.choose_cpus(machine, [max(machine.online_cpus) + 1000])
+        LAB.choose_cpus(machine, [max(machine.online_cpus) + 1000])
 
 
 @needs_two_cpus
@@ -124,21 +127,20 @@ def test_compare_pairs_measures_both_configurations(isolated_state):
     """The A/B machinery, run on the one pair there is (both directions), so it runs here too."""
     machine = probe()
     a, b = ONLINE[:2]
-    result = lab.compare_pairs(machine, (a, b), (b, a), lab.QUICK, progress=False)
-    assert len(result["rates"]["sequential"]) == len(result["rates"]["best"]) == lab.QUICK.compare_runs
+    result = lab.compare_pairs(machine, (a, b), (b, a), LAB.QUICK, progress=False)
+    assert len(result["rates"]["sequential"]) == len(result["rates"]["best"]) == LAB.QUICK.compare_runs
     summary = lab.rate_summary(result["rates"]["best"])
     assert summary["ci_low"] <= summary["harmonic_mean"] <= summary["ci_high"]
 
 
 def test_figures_for_a_recorded_matrix_result(isolated_state):
-    """The lab draws its heatmap from a result file, here one made from recorded data."""
+    """The lab draws its heatmap from a result in memory, here one made from recorded data."""
     from perflab.verdict import Verdict
 
-    recorded = lab.load(lab.RECORDED_EXAMPLE)
-    result = results.new_result(lab.LAB, "matrix", {"cpu_model": "recorded"}, {})
+    recorded = load(lab.RECORDED_EXAMPLE)
+    result = results.new_result(LAB.name, "matrix", {"cpu_model": "recorded"}, {})
     result.update(matrix=recorded.to_json(), analysis=analyze(recorded), runs=[])
-    path = results.save(result)
-    shown = lab.figures(Verdict(lab.LAB, "cannot-show", "test", results=str(path)))
+    shown = figures(Verdict(LAB.name, "cannot-show", "test", result=result))
     assert [title for title, _ in shown][0].startswith("Measured one-way latency")
     assert len(shown) == 2, "heatmap and the recorded example; a 32-CPU matrix has too many pairs to draw round by round"
 
@@ -149,7 +151,7 @@ def test_recovered_levels_agree_with_the_probe_on_a_5950x():
     from perflab.sysfs import SysRoot
 
     ryzen = probe(SysRoot(FIXTURE_MACHINES / "amd-chiplet"))
-    recorded = lab.load(lab.RECORDED_EXAMPLE)
+    recorded = load(lab.RECORDED_EXAMPLE)
     notes = lab.topology_agreement(analyze(recorded), ryzen, recorded.cpus)
     assert any("matches the SMT siblings (probe)" in n for n in notes), notes
     assert any("matches the shared LLC (probe)" in n for n in notes), notes
@@ -163,11 +165,11 @@ def test_run_on_a_many_core_machine_races_the_crossing_pair(monkeypatch, isolate
     from perflab.sysfs import SysRoot
 
     ryzen = probe(SysRoot(FIXTURE_MACHINES / "amd-chiplet"))
-    recorded = lab.load(lab.RECORDED_EXAMPLE)
+    recorded = load(lab.RECORDED_EXAMPLE)
     raced = {}
 
     def fake_matrix(machine, cpus, settings, mode="cas", progress=True, wait=True):
-        result = results.new_result(lab.LAB, "matrix", machine.summary(), {"cpus": cpus})
+        result = results.new_result(LAB.name, "matrix", machine.summary(), {"cpus": cpus})
         result.update(matrix=recorded.subset(cpus).to_json(), runs=[], notes=[])
         return result
 
@@ -176,14 +178,14 @@ def test_run_on_a_many_core_machine_races_the_crossing_pair(monkeypatch, isolate
         rng = random.Random(7)
         rates = {"sequential": [rng.gauss(5.9e6, 0.1e6) for _ in range(30)],
                  "best": [rng.gauss(6.4e6, 0.1e6) for _ in range(30)]}
-        result = results.new_result(lab.LAB, "compare", machine.summary(), {"sequential": list(sequential), "best": list(best)})
+        result = results.new_result(LAB.name, "compare", machine.summary(), {"sequential": list(sequential), "best": list(best)})
         result.update(rates=rates, runs=[])
         return result
 
-    monkeypatch.setattr(lab, "probe", lambda: ryzen)
+    monkeypatch.setattr(LAB, "probe", lambda: ryzen)
     monkeypatch.setattr(lab, "measure_matrix", fake_matrix)
     monkeypatch.setattr(lab, "compare_pairs", fake_compare)
-    verdict = lab.run(quick=True, progress=False)
+    verdict = LAB.run(quick=True, progress=False)
     crossing = {tuple(p["cpus"]) for p in analyze(recorded)["sequential_pairs"] if p["crosses"]}
     assert raced["sequential"] in crossing, "the naive pair is neighbours that cross a boundary"
     assert raced["best"] not in crossing

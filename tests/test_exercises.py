@@ -73,7 +73,7 @@ def test_grading_untouched_exercise_gives_a_question_hint():
 
 @pytest.mark.parametrize("answer, passes", [([5, 6, 7, 8], True), ([14, 15, 16, 17], False), ([0, 32, 1, 2], False)])
 def test_pipeline_checks_judge_placements(answer, passes):
-    from perflab.grading.checks.core_to_core import pipeline_pinning
+    from perflab.labs.core_to_core.exercises import pipeline_pinning
 
     checks = pipeline_pinning({"placement": answer, "naive_crosses": "socket"})
     placement_checks = [c for c in checks if "placement" in c.name or "core" in c.name or "latency" in c.name]

@@ -7,12 +7,15 @@ import subprocess
 import pytest
 
 from conftest import REPO, run_cli
-from perflab import cachesim, results
+from perflab import results
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
 from perflab.grading import FAILED, PASSED
-from perflab.grading.checks import inclusive_llc as checks
-from perflab.labs import inclusive_llc as lab
+from perflab.labs import CannotShow
+from perflab.labs.inclusive_llc import LAB, cachesim, programs, stress_ng
+from perflab.labs.inclusive_llc import exercises as checks
+from perflab.labs.inclusive_llc import run as lab
+from perflab.labs.inclusive_llc.figures import figures
 from perflab.probe import Fact, Machine, probe
 
 # --- the simulator, against traces worked by hand ------------------------------------------------------
@@ -105,19 +108,20 @@ def one_cpu_machine() -> Machine:
 
 
 def test_pair_shares_the_llc_but_not_a_core():
-    machine = lab.described_machine()
-    victim, aggressor = lab.choose_pair(machine)
+    machine = checks.described_machine()
+    pair = LAB.choose_cpus(machine)
+    victim, aggressor = pair.victim_cpu, pair.aggressor_cpu
     assert any(victim in g and aggressor in g for g in machine.llc_groups())
     assert aggressor not in machine.cpu(victim)["smt_siblings"]
     assert victim != 0
-    with pytest.raises(lab.CannotShow, match="share an LLC"):
-        lab.choose_pair(machine, [3, 19])  # SMT siblings
-    with pytest.raises(lab.CannotShow, match="share an LLC"):
-        lab.choose_pair(machine, [3, 11])  # different sockets
+    with pytest.raises(CannotShow, match="share an LLC"):
+        LAB.choose_cpus(machine, [3, 19])  # SMT siblings
+    with pytest.raises(CannotShow, match="share an LLC"):
+        LAB.choose_cpus(machine, [3, 11])  # different sockets
     with pytest.raises(PerflabError, match="not online|offline|online"):
-        lab.choose_pair(machine, [3, 64])
-    with pytest.raises(lab.CannotShow):
-        lab.choose_pair(one_cpu_machine())
+        LAB.choose_cpus(machine, [3, 64])
+    with pytest.raises(CannotShow):
+        LAB.choose_cpus(one_cpu_machine())
 
 
 def test_cpus_that_cannot_pair_are_a_one_line_error():
@@ -131,7 +135,7 @@ def test_described_l3_decodes_as_an_inclusive_20_mib_20_way_cache():
 
 
 def test_prediction_follows_cpuid():
-    assert lab.predict(lab.described_machine())["expected"] == "slowdown"
+    assert lab.predict(checks.described_machine())["expected"] == "slowdown"
     assert lab.predict(Machine({"llc_inclusive": Fact(False, "t")}))["expected"] == "no slowdown"
     assert lab.predict(Machine())["expected"] == "unknown"
 
@@ -147,8 +151,8 @@ def test_outcome_compares_prediction_and_measurement():
 def test_judge_on_synthetic_runs():
     small, large = lab.label(lab.FRACTIONS[0]), lab.label(lab.FRACTIONS[-1])
     base = [1.70, 1.71, 1.69, 1.72, 1.70, 1.71, 1.70, 1.69, 1.71, 1.70]
-    assert lab.judge({small: base, large: [x * 1.10 for x in base]})[0] == "reproduced"
-    assert lab.judge({small: base, large: list(reversed(base))})[0] == "not-reproduced"
+    assert lab.judge_sweep({small: base, large: [x * 1.10 for x in base]})[0] == "reproduced"
+    assert lab.judge_sweep({small: base, large: list(reversed(base))})[0] == "not-reproduced"
 
 
 PERF_CSV = """# started on Sat Nov 21 08:00:00 2026
@@ -160,13 +164,13 @@ PERF_CSV = """# started on Sat Nov 21 08:00:00 2026
 
 
 def test_perf_stat_csv_is_parsed():
-    assert lab.parse_perf_stat(PERF_CSV) == {"L1-dcache-load-misses": 12345678.0, "LLC-loads": None, "task-clock": 2.5}
+    assert programs.parse_perf_stat(PERF_CSV) == {"L1-dcache-load-misses": 12345678.0, "LLC-loads": None, "task-clock": 2.5}
 
 
 def test_victim_counted_by_perf_stat_for_real():
     # Hardware events need a PMU; the wrapping is the same with a software event.
     victim = ensure_built(lab.SOURCE_DIR, "victim")
-    values, counts = lab.run_victim(lab.victim_argv(victim, probe().online_cpus[-1], 16384, 20), ["task-clock"])
+    values, counts = programs.run_victim(programs.victim_argv(victim, probe().online_cpus[-1], 16384, 20), ["task-clock"])
     assert values and counts["task-clock"] > 10  # ms: the victim ran 20 ms
 
 
@@ -192,35 +196,35 @@ def test_bad_input_is_one_line_and_exit_2(program, args, message):
 
 def test_aggressor_obeys_orders_and_is_always_stopped():
     aggressor = ensure_built(lab.SOURCE_DIR, "aggressor")
-    with lab.Aggressor(aggressor, 0, 4 << 20) as streamer:
+    with programs.Aggressor(aggressor, 0, 4 << 20) as streamer:
         streamer.stream(4 << 20)
         period = streamer.stream(0)
         assert period["bytes"] == 4 << 20 and period["gb_per_s"] > 0
         process = streamer.process
     assert process.returncode == 0
-    with pytest.raises(RuntimeError), lab.Aggressor(aggressor, 0, 1 << 20) as streamer:
+    with pytest.raises(RuntimeError), programs.Aggressor(aggressor, 0, 1 << 20) as streamer:
         process = streamer.process
         raise RuntimeError("a learner's Ctrl-C or any error")
     assert process.returncode is not None, "no aggressor left streaming"
-    with pytest.raises(PerflabError, match="outside 64 bytes"), lab.Aggressor(aggressor, 0, 1 << 20) as streamer:
+    with pytest.raises(PerflabError, match="outside 64 bytes"), programs.Aggressor(aggressor, 0, 1 << 20) as streamer:
         streamer.stream(8 << 20)
 
 
 def test_short_real_run_writes_one_result():
-    verdict = lab.run(quick=True, runs=3, progress=False)
+    verdict = LAB.run(quick=True, runs=3, progress=False)
     assert verdict.verdict in ("reproduced", "not-reproduced", "inconclusive")
     result = results.load(verdict.results)
     assert set(result["ns_per_access"]) == {lab.ALONE, *map(lab.label, lab.FRACTIONS)}
     assert all(len(v) == 3 for v in result["ns_per_access"].values())
     assert result["timeline"]["aggressor_on_ms"] < result["timeline"]["aggressor_off_ms"]
     assert result["prediction"]["expected"] in ("slowdown", "no slowdown", "unknown")
-    assert [title for title, _ in lab.figures(verdict)]
+    assert [title for title, _ in figures(verdict)]
 
 
 def test_stress_ng_side_by_side_for_real():
     with pytest.raises(PerflabError, match="at least 2 runs"):
-        lab.stress_ng_side_by_side(runs=1)
-    stress = lab.stress_ng_side_by_side(quick=True, runs=2, progress=False)
+        stress_ng.stress_ng_side_by_side(runs=1)
+    stress = stress_ng.stress_ng_side_by_side(quick=True, runs=2, progress=False)
     assert all(len(v) == 2 and v[0] > 0 for v in stress["bogo_ops_per_s"].values())
     assert "--vm-method" in stress["params"]["commands"][0]
     leftover = subprocess.run(["pgrep", "-f", "stress-ng --vm"], capture_output=True, text=True)
@@ -228,9 +232,9 @@ def test_stress_ng_side_by_side_for_real():
 
 
 def test_bogo_rate_is_read_from_stress_ng_yaml():
-    assert lab.parse_bogo_rate("metrics:\n    - stressor: vm\n      bogo-ops-per-second-real-time: 87181.81\n") == 87181.81
+    assert stress_ng.parse_bogo_rate("metrics:\n    - stressor: vm\n      bogo-ops-per-second-real-time: 87181.81\n") == 87181.81
     with pytest.raises(PerflabError, match="no bogo-ops"):
-        lab.parse_bogo_rate("metrics: []\n")
+        stress_ng.parse_bogo_rate("metrics: []\n")
 
 
 # --- the exercises ------------------------------------------------------------------------------------

@@ -8,11 +8,13 @@ import subprocess
 import pytest
 
 from conftest import REPO, run_cli
-from perflab import layout
+from perflab.build import ensure_built
 from perflab.errors import PerflabError
 from perflab.grading import FAILED, INCONCLUSIVE, PASSED
-from perflab.grading.checks import loop_alignment as checks
-from perflab.labs import loop_alignment as lab
+from perflab.labs.loop_alignment import LAB, builds, layout
+from perflab.labs.loop_alignment import exercises as checks
+from perflab.labs.loop_alignment import run as lab
+from perflab.labs.loop_alignment.figures import figures
 
 # objdump -d -w output for a loop whose cmp/jne pair straddles a 64-byte line at 0x1400,
 # plus a line objdump (without -w) continues onto the next row.
@@ -130,14 +132,14 @@ def test_pmu_note_says_what_this_machine_can_count():
 
 
 def test_offset_sweep_rejects_bad_offsets_with_one_line():
-    binary = lab.ensure_built(lab.SOURCE_DIR, "offset_sweep")
+    binary = ensure_built(lab.SOURCE_DIR, "offset_sweep")
     for args in (["-o", "120-130"], ["-o", "5-"], ["-l", "fma"], ["-n", "10"]):
         done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=30)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and not done.stdout, args
 
 
 def test_every_copy_is_the_same_bytes_at_its_own_offset():
-    layouts = lab.loop_layouts(lab.ensure_built(lab.SOURCE_DIR, "offset_sweep"), "alu")
+    layouts = lab.loop_layouts(ensure_built(lab.SOURCE_DIR, "offset_sweep"), "alu")
     assert {o: loop.start % 256 for o, loop in layouts.items()} == {o: o for o in lab.OFFSETS}
     assert len({tuple(i.raw for i in loop.instructions[:-1]) for loop in layouts.values()}) == 1
 
@@ -146,7 +148,7 @@ def test_short_real_sweep_finds_slow_and_fast_offsets():
     """Statistical, not timed: a slow offset must differ significantly from the fastest; three tries."""
     settings = lab.Settings(iterations=200_000, rounds=12, confirm_rounds=12, seed_iterations=1, seed_runs=1)
     for _ in range(3):
-        found = lab.sweep("alu", settings=settings, progress=False)
+        found = lab.sweep("alu", LAB.choose_cpus(LAB.probe(), None), settings, progress=False)
         if found["classification"]["slow"]:
             break
     classification = found["classification"]
@@ -156,36 +158,36 @@ def test_short_real_sweep_finds_slow_and_fast_offsets():
 
 
 def test_seed_builds_skip_a_missing_compiler_with_a_reason():
-    built, skipped = lab.seed_builds((lab.Variant("gcc -O2", "gcc", ("-O2",)),
-                                      lab.Variant("icx -O2", "no-such-compiler", ("-O2",))))
+    built, skipped = builds.seed_builds((builds.Variant("gcc -O2", "gcc", ("-O2",)),
+                                         builds.Variant("icx -O2", "no-such-compiler", ("-O2",))))
     assert list(built) == ["gcc -O2"] and "no-such-compiler is not installed" in skipped[0]
-    assert lab.function_loop(built["gcc -O2"], "main").branch.is_conditional_jump()
+    assert builds.function_loop(built["gcc -O2"], "main").branch.is_conditional_jump()
 
 
 def test_seed_side_by_side_measures_every_build():
     settings = lab.Settings(iterations=1, rounds=1, confirm_rounds=1, seed_iterations=2_000_000, seed_runs=3)
-    result = lab.seed_side_by_side(settings=settings, progress=False)
-    assert set(result["ns_per_iter"]) == set(result["layouts"]) and lab.SEED_BASELINE in result["ns_per_iter"]
+    result = builds.seed_side_by_side(settings=settings, progress=False)
+    assert set(result["ns_per_iter"]) == set(result["layouts"]) and builds.SEED_BASELINE in result["ns_per_iter"]
     assert all(len(v) == 3 for v in result["ns_per_iter"].values())
-    table = lab.seed_table(result)
+    table = builds.seed_table(result)
     assert "gcc -O2 -falign-loops=64" in table and "1.00x" in table
 
 
 def test_slow_build_straddles_a_line_and_the_known_fix_does_not():
-    slow = lab.exercise_slow_build()
-    loop = lab.function_loop(lab.build_variant(lab.EXERCISE_SOURCE, slow, lab.EXERCISE_BUILD_DIR), "checksum")
+    slow = checks.exercise_slow_build()
+    loop = builds.function_loop(builds.build_variant(checks.EXERCISE_SOURCE, slow, checks.EXERCISE_BUILD_DIR), "checksum")
     assert layout.crosses(loop.branch.address, loop.branch.end, layout.LINE)
-    fixed = lab.with_fix(slow, checks.KNOWN_FIX)
-    loop = lab.function_loop(lab.build_variant(lab.EXERCISE_SOURCE, fixed, lab.EXERCISE_BUILD_DIR), "checksum")
+    fixed = checks.with_fix(slow, checks.KNOWN_FIX)
+    loop = builds.function_loop(builds.build_variant(checks.EXERCISE_SOURCE, fixed, checks.EXERCISE_BUILD_DIR), "checksum")
     assert loop.start % layout.LINE == 0
 
 
 def test_exercise_rejects_fixes_that_change_more_than_layout():
-    assert lab.not_layout_flags(["-falign-loops=64", "-O3", "-DPADDING=0", "-funroll-loops"]) == ["-O3", "-funroll-loops"]
+    assert checks.not_layout_flags(["-falign-loops=64", "-O3", "-DPADDING=0", "-funroll-loops"]) == ["-O3", "-funroll-loops"]
     with pytest.raises(PerflabError, match="not a layout flag"):
-        lab.try_fix(["-O3"])
-    start = lab.function_loop(lab.build_variant(lab.EXERCISE_SOURCE, lab.exercise_slow_build(), lab.EXERCISE_BUILD_DIR),
-                              "checksum").start % 64
+        checks.try_fix(["-O3"])
+    start = builds.function_loop(builds.build_variant(checks.EXERCISE_SOURCE, checks.exercise_slow_build(),
+                                                      checks.EXERCISE_BUILD_DIR), "checksum").start % 64
     report = {c.name: c.status for c in checks.slow_build_fix({"FIX_FLAGS": ["-O3"], "LOOP_START_IN_LINE": start})}
     assert report["FIX_FLAGS are layout flags only"] == FAILED
     assert report["where the slow build's loop starts in its 64-byte line"] == PASSED
@@ -210,9 +212,9 @@ def test_cli_layout_prints_and_fails_in_one_line():
 
 
 def test_run_lab_quick_gives_a_verdict_and_saves_one_file(isolated_state):
-    verdict = lab.run(quick=True, progress=False)
+    verdict = LAB.run(quick=True, progress=False)
     assert verdict.verdict in ("reproduced", "not-reproduced", "inconclusive")
     saved = list((isolated_state / "results" / "loop-alignment").glob("*.json"))
     assert len(saved) == 1 and "confirmation" in json.loads(saved[0].read_text())
-    titles = [title for title, _ in lab.figures(verdict)]
+    titles = [title for title, _ in figures(verdict)]
     assert len(titles) == 4 and titles[0] == "Time per iteration at each start offset"

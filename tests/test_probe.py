@@ -12,6 +12,7 @@ import pytest
 
 from perflab.errors import PerflabError
 from perflab.probe import FACT_NAMES, Fact, Machine, probe
+from perflab import system
 from perflab.sysfs import SysRoot
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
@@ -24,7 +25,7 @@ def machine(name: str) -> Machine:
 
 def copy_fixture(name: str, tmp_path: Path) -> Path:
     dest = tmp_path / name
-    shutil.copytree(MACHINES / name, dest)
+    shutil.copytree(MACHINES / name, dest, symlinks=True)  # sysfs's links loop, as in the kernel
     return dest
 
 
@@ -336,7 +337,7 @@ def test_synthetic_fixtures_are_what_the_script_writes(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(EXPECT))
-def test_fixtures_hold_only_files_the_probe_reads(name):
+def test_fixtures_hold_only_files_the_probe_and_the_knobs_read(name):
     root = MACHINES / name
     used: set[str] = set()
 
@@ -353,8 +354,15 @@ def test_fixtures_hold_only_files_the_probe_reads(name):
                 used.add(path.lstrip("/"))
             return found
 
+        def listdir(self, path):
+            entries = super().listdir(path)
+            used.update(f"{path.lstrip('/')}/{entry}" for entry in entries)
+            return entries
+
     probe(Recording(root))
-    assert set(tree(root)) - used == set()
+    system.show(Recording(root))
+    assert {str(p.resolve().relative_to(root.resolve())) for p in map(root.joinpath, tree(root))} - \
+        {str(root.joinpath(u).resolve().relative_to(root.resolve())) for u in used} == set()
 
 
 # -- this machine ----------------------------------------------------------

@@ -12,20 +12,20 @@ import threading
 import pytest
 
 from perflab.errors import PerflabError
-from perflab.labs import LABS
+from perflab.labs import labs
 from perflab.vm import agent, labrun, machine, profiles, protocol
 
 from conftest import run_cli
 
 
-def test_every_profile_loads_and_names_real_labs():
+def test_every_profile_loads_and_the_labs_name_real_profiles():
     names = profiles.names()
     assert {"default", "numa2", "la57", "no5lvl", "wide"} <= set(names)
-    known = {lab.name for lab in LABS}
     for name in names:
         profile = profiles.load(name)
         assert profile.description
-        assert set(profile.labs) <= known, f"vm/{name}.toml names a lab that does not exist"
+    for lab in labs():
+        assert set(lab.vm) <= set(names), f"labs/manifest.toml: {lab.name} names a VM profile that does not exist"
 
 
 def test_profile_shapes_match_the_issue():
@@ -150,8 +150,22 @@ def test_agent_reports_a_command_it_cannot_start_and_unknown_requests():
 
 
 def test_lab_argv_asks_for_json_with_progress():
-    assert labrun.lab_argv("loop-alignment", True, 3, [0, 1]) == [
-        "python3", "-m", "perflab", "run", "loop-alignment", "--json", "--progress", "--quick", "--runs", "3", "-C", "0,1"]
+    assert labrun.lab_argv(["loop-alignment", "--quick", "--runs", "3", "-C", "0,1"]) == [
+        "python3", "-m", "perflab", "run", "loop-alignment", "--quick", "--runs", "3", "-C", "0,1", "--json", "--progress"]
+
+
+def test_run_in_a_vm_forwards_every_flag_but_vm():
+    """The guest gets the host's command line as typed, so a flag added to `run` later is forwarded too."""
+    from perflab.cli import build_parser, without_vm
+
+    given = ["loop-alignment", "--quick", "--runs", "3", "-C", "0,1", "--no-wait", "--progress", "--json",
+             "--vm", "default"]
+    forwarded = without_vm(given)
+    assert forwarded == given[:-2]
+    assert without_vm(["loop-alignment", "--vm=numa2", "--quick"]) == ["loop-alignment", "--quick"]
+    help_text = build_parser().parse_known_args(["run", "x"])[0]
+    assert {name for name in vars(help_text) if name not in ("lab", "vm", "func", "command")} == \
+        {"quick", "json", "cpus", "runs", "no_wait", "progress"}, "a new `run` option: add it to `given` above"
 
 
 def test_results_come_back_with_the_vm_and_the_guest_probe(tmp_path):

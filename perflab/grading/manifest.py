@@ -1,15 +1,15 @@
 """The exercise manifest, exercises/manifest.toml.
 
-Schema (format_version 1):
-  format_version   int, must be 1
+Schema (format_version 2):
+  format_version   int, must be 2
   stub_code        text that replaces a solution region in a code cell
   stub_markdown    text that replaces a solution region in a Markdown cell
   [[exercise]]     one table per exercise:
-    name       stable id used by `perflab grade NAME`
-    lab        the lab's short name (perflab.labs)
+    name       stable id used by `perflab grade NAME`; the lab that lists it
+               in labs/manifest.toml is its lab
     notebook   path below exercises/ (learner copy) and solutions/ (reference)
-    checks     "module.function" below perflab.grading.checks; the function
-               takes the notebook's namespace and returns a list of Check
+    checks     a function in its lab's exercises.py; it takes the notebook's
+               namespace and returns a list of Check
     hints      questions, shown when a check fails, one more each attempt
 """
 
@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import PerflabError
+from ..labs.manifest import LabInfo, lab_of_exercise
 from ..paths import REPO_ROOT
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 EXERCISES_DIR = REPO_ROOT / "exercises"
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 
@@ -32,10 +33,13 @@ SOLUTIONS_DIR = REPO_ROOT / "solutions"
 @dataclass(frozen=True)
 class Exercise:
     name: str
-    lab: str
     notebook: str
     checks: str
     hints: tuple[str, ...]
+
+    @property
+    def lab(self) -> LabInfo:
+        return lab_of_exercise(self.name)
 
     @property
     def exercise_path(self) -> Path:
@@ -46,8 +50,7 @@ class Exercise:
         return SOLUTIONS_DIR / self.notebook
 
     def check_function(self) -> Callable:
-        module, function = self.checks.rsplit(".", 1)
-        return getattr(importlib.import_module(f"perflab.grading.checks.{module}"), function)
+        return getattr(importlib.import_module(f"{self.lab.package}.exercises"), self.checks)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,6 @@ def load_manifest(path: Path = EXERCISES_DIR / "manifest.toml") -> Manifest:
     if data.get("format_version") != FORMAT_VERSION:
         raise PerflabError(f"{path}: format_version must be {FORMAT_VERSION}; update perflab or the manifest")
     exercises = tuple(
-        Exercise(e["name"], e["lab"], e["notebook"], e["checks"], tuple(e.get("hints", ()))) for e in data["exercise"]
+        Exercise(e["name"], e["notebook"], e["checks"], tuple(e.get("hints", ()))) for e in data["exercise"]
     )
     return Manifest(data["stub_code"], data["stub_markdown"], exercises)

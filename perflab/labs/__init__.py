@@ -1,47 +1,147 @@
-"""The labs, by stable short name. The number gives the folder: labs/NN-name/."""
+"""The labs, and the contract every lab follows.
+
+labs/manifest.toml lists the labs (perflab/labs/manifest.py reads it). A ready
+lab is two folders with the same files in every lab:
+
+    labs/NN-name/                 the C programs, a Makefile that includes
+                                  labs/common.mk, lab.ipynb, README.md and
+                                  example-output.txt
+    perflab/labs/name/            the lab's Python package:
+        __init__.py               the lab's docstring and `from .run import LAB`
+        run.py                    a subclass of `Lab` below and its one instance LAB:
+                                  settings, choosing CPUs, measuring, judging
+        figures.py                figures(verdict) -> [(title, Figure)], and the
+                                  notebook's widget panels
+        exercises.py              the checks its exercises name in exercises/manifest.toml
+        ...                       helpers of this lab alone (a parser, a simulator)
+
+`Lab.run` is the skeleton every lab shares; no lab overrides it:
+
+    probe -> choose_cpus -> settings_for -> under the measurement lock (taken once):
+    replay a crashed run's system changes, then measure -> judge -> cannot-show
+    under an emulated CPU if the lab says why -> save the result with its verdict
+
+A lab writes only what is its own:
+
+    name              its name in the manifest
+    QUICK, FULL       how much to measure: two instances of a frozen dataclass
+    RUNS              the fields of that dataclass that --runs sets
+    OPTIONS           lab-specific choices, {option: (default, other values...)}
+    EMULATED          why an emulated CPU (QEMU's TCG) cannot show it; None if it can
+    IN_A_VM           what a virtual machine does to the measurement: a note on every
+                      verdict judged in one
+    CANNOT_SHOW       what shows the idea where this machine cannot
+    choose_cpus(machine, cpus) -> placement
+                      where to measure; raises CannotShow when no CPUs of this
+                      machine fit (with -C given, that is the learner's error)
+    measure(machine, placement, settings, progress, **options) -> result
+                      a dict from results.new_result with every raw sample; a
+                      change to the system goes through perflab.knobs
+    judge(machine, result) -> Verdict
+                      verdict, reason, effect and notes from the result alone
+
+Figures are drawn from the result in memory (verdict.result), never re-read
+from disk. tests/test_lab_contract.py checks every lab against this contract.
+"""
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import replace
+from typing import Any, ClassVar
 
 from ..errors import PerflabError
+from ..lock import measurement_lock
+from ..probe import Machine, probe
+from ..verdict import Verdict, unless_emulated
+from .manifest import LabInfo, available, find, labs
+
+__all__ = ["CannotShow", "Lab", "LabInfo", "available", "find", "labs"]
 
 
-@dataclass(frozen=True)
+class CannotShow(PerflabError):
+    """This machine has no CPUs (or devices) the lab can use; the message says why."""
+
+
+# ANCHOR: contract
 class Lab:
-    number: int
-    name: str
-    title: str
-    module: str | None  # None: planned, not in this version of the course
+    """The contract: see the module's docstring."""
+
+    name: ClassVar[str]
+    QUICK: ClassVar[Any]
+    FULL: ClassVar[Any]
+    RUNS: ClassVar[tuple[str, ...]] = ()
+    OPTIONS: ClassVar[dict[str, tuple]] = {}
+    EMULATED: ClassVar[str | None] = None
+    IN_A_VM: ClassVar[str] = ""
+    CANNOT_SHOW: ClassVar[str] = ""
 
     @property
-    def folder(self) -> str:
-        return f"labs/{self.number:02d}-{self.name}"
+    def info(self) -> LabInfo:
+        return find(self.name)
 
-    def load(self):
-        if self.module is None:
-            raise PerflabError(f"lab {self.name} is planned but not in this version of the course; available: {', '.join(available())}")
-        return importlib.import_module(f".{self.module}", __name__)
+    def probe(self) -> Machine:
+        return probe()
 
+    def settings_for(self, quick: bool, runs: int | None = None):
+        """QUICK or FULL; `runs` replaces every field named in RUNS."""
+        chosen = self.QUICK if quick else self.FULL
+        return replace(chosen, **{name: runs for name in self.RUNS}) if runs else chosen
 
-LABS = [
-    Lab(1, "core-to-core", "Core numbers lie about distance: core-to-core latency and pinning", "core_to_core"),
-    Lab(2, "inclusive-llc", "An inclusive LLC evicts another core's L1", "inclusive_llc"),
-    Lab(3, "first-core-ipi", "Interrupts land on a core that did not ask for them", None),
-    Lab(4, "page-table-levels", "5-level page tables cost on every minor fault", None),
-    Lab(5, "numa-static-data", "One written global caps a NUMA machine's throughput", None),
-    Lab(6, "loop-alignment", "The same loop, shifted a few bytes, runs much slower", "loop_alignment"),
-    Lab(7, "causal-profiling", "The hottest function is not the one to fix: causal profiling", "causal_profiling"),
-]
+    def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> Any:
+        raise NotImplementedError
 
+    def measure(self, machine: Machine, placement: Any, settings: Any, progress: bool, **options) -> dict[str, Any]:
+        raise NotImplementedError
 
-def available() -> list[str]:
-    return [lab.name for lab in LABS if lab.module]
+    def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
+        raise NotImplementedError
 
+    def cannot_show(self, machine: Machine, reason: CannotShow) -> Verdict:
+        """The verdict when choose_cpus finds nothing here to measure."""
+        return Verdict(self.name, "cannot-show", f"{reason}. {self.CANNOT_SHOW}".strip())
 
-def find(name: str) -> Lab:
-    for lab in LABS:
-        if lab.name == name:
-            return lab
-    raise PerflabError(f"unknown lab {name!r}; choose one of: {', '.join(available())} (or `all`)")
+    def run(self, cpus: list[int] | None = None, quick: bool = False, runs: int | None = None,
+            progress: bool = True, wait: bool = True, **options) -> Verdict:
+        """The whole lab, start to verdict; the result file it saves is in verdict.results."""
+        from .. import journal, results
+
+        chosen_options = self._options(options)
+        machine = self.probe()
+        try:
+            placement = self.choose_cpus(machine, cpus)
+        except CannotShow as reason:
+            if cpus:
+                raise  # the CPUs the learner chose do not qualify: say so, do not judge the machine
+            return self.cannot_show(machine, reason)
+        settings = self.settings_for(quick, runs)
+        with measurement_lock(f"perflab run {self.name}", wait=wait):
+            journal.recover()
+            result = self.measure(machine, placement, settings, progress, **chosen_options)
+        verdict = self.judge(machine, result)
+        if self.IN_A_VM and machine.value("virtualization"):
+            verdict.notes.append(self.IN_A_VM)
+        if self.EMULATED:
+            verdict = unless_emulated(verdict, machine, self.EMULATED)
+        result["verdict"] = verdict.to_json()
+        verdict.results = str(results.save(result))
+        verdict.result = result
+        return verdict
+    # ANCHOR_END: contract
+
+    def figures(self, verdict: Verdict) -> list[tuple[str, Any]]:
+        """The lab's pictures of a verdict, from figures.py (imported late: matplotlib is slow to load)."""
+        return importlib.import_module(f"{self.info.package}.figures").figures(verdict)
+
+    def _options(self, given: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(given) - set(self.OPTIONS)
+        if unknown:
+            raise PerflabError(f"{self.name} has no option {sorted(unknown)[0]!r}; its options: "
+                               f"{', '.join(self.OPTIONS) or 'none'}")
+        chosen = {name: given.get(name, values[0]) for name, values in self.OPTIONS.items()}
+        for name, value in chosen.items():
+            if value not in self.OPTIONS[name]:
+                raise PerflabError(f"{self.name}: {name} must be one of {', '.join(map(str, self.OPTIONS[name]))}, "
+                                   f"not {value!r}")
+        return chosen
+

@@ -21,20 +21,13 @@ from .machine import execute, session
 GUEST_RESULTS = "/exchange/results"
 
 
-def lab_argv(lab: str, quick: bool, runs: int | None, cpus: list[int] | None) -> list[str]:
-    argv = ["python3", "-m", "perflab", "run", lab, "--json", "--progress"]
-    if quick:
-        argv.append("--quick")
-    if runs:
-        argv += ["--runs", str(runs)]
-    if cpus:
-        argv += ["-C", ",".join(map(str, cpus))]
-    return argv
+def lab_argv(run_args: list[str]) -> list[str]:
+    """The guest's `perflab run`: the host's arguments (all but --vm), as JSON with progress on stderr."""
+    return ["python3", "-m", "perflab", "run", *run_args, "--json", "--progress"]
 
 
-def run_lab(lab: str, profile: str, quick: bool = False, runs: int | None = None, cpus: list[int] | None = None,
-            progress: bool = True) -> dict:
-    """Run the lab in the profile's VM; return its verdict as JSON, with `results` pointing at the host's copy."""
+def run_lab(lab: str, profile: str, run_args: list[str], progress: bool = True) -> dict:
+    """Run `perflab run RUN_ARGS` in the profile's VM; return the verdict as JSON, `results` pointing at the host's copy."""
     with session(profile, progress=progress) as machine:
         shutil.rmtree(machine.exchange / "results", ignore_errors=True)
         probe_out = io.BytesIO()
@@ -42,7 +35,7 @@ def run_lab(lab: str, profile: str, quick: bool = False, runs: int | None = None
             raise PerflabError(f"the probe failed inside {profile}; try `perflab vm run {profile} -- python3 -m perflab probe`")
         guest_probe = json.loads(probe_out.getvalue())
         verdict_out = io.BytesIO()
-        code = execute(machine, lab_argv(lab, quick, runs, cpus), stdout=verdict_out,
+        code = execute(machine, lab_argv(run_args), stdout=verdict_out,
                        stderr=None if progress else io.BytesIO(), env={"PERFLAB_RESULTS": GUEST_RESULTS})
         if code != 0:
             raise PerflabError(f"{lab} failed inside {profile} (exit code {code}); its error is printed above")

@@ -492,8 +492,10 @@ def _command_slot(machine: VM):
 
 def status() -> list[dict]:
     """Every profile with its shape and whether its VM runs; clears the folders of VMs that died."""
+    from ..labs import labs
     from .profiles import names
 
+    shown_by = {name: [lab.name for lab in labs() if name in lab.vm] for name in names()}
     rows = []
     for name in names():
         machine = vm(name)
@@ -504,7 +506,7 @@ def status() -> list[dict]:
                     _clear(machine)
         rows.append({"profile": name, "topology": machine.profile.topology(), "kernel": machine.profile.kernel,
                      "kernel_args": " ".join(machine.profile.kernel_args), "description": machine.profile.description,
-                     "state": f"running ({info['accel'].upper()}, pid {info['pid']})" if info else "stopped"})
+                     "labs": shown_by[name], "state": f"running ({info['accel'].upper()}, pid {info['pid']})" if info else "stopped"})
     return rows
 
 

@@ -21,7 +21,6 @@ class Profile:
     cores: int
     threads: int
     memory_mib: int
-    labs: list[str] = field(default_factory=list)
     numa_nodes: int = 1
     numa_distance: int = 20
     la57: bool = False

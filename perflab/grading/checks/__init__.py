@@ -1,1 +1,0 @@
-"""One module of checks per lab; the manifest names the function for each exercise."""

@@ -1,0 +1,194 @@
+"""The journal of system changes: every knob perflab changes is put back, however the run ends.
+
+Before a knob is written, its old value is appended to the journal and
+fsync'd. Then:
+
+- the SystemChanges block that made the change restores it when the block
+  ends: normally, on an exception, on Ctrl-C (SIGINT), SIGTERM or SIGHUP;
+- after a kill -9 nothing in the process runs, so the next `perflab run`
+  (under the measurement lock, before it measures) and `perflab system reset`
+  restore every entry whose process is gone, and say what they restored;
+- `perflab system tune` writes entries owned by "tune": they stay until
+  `perflab system reset`.
+
+The journal is /run/perflab/knobs.journal inside the SysRoot. /run is emptied
+at boot, just when the kernel forgets the changes too, so a journal never
+outlives the changes it records.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterator
+
+from .errors import PerflabError
+from .knobs import KNOBS, Knob
+from .sysfs import SysRoot, default_root
+
+JOURNAL = "/run/perflab/knobs.journal"
+RUN, TUNE = "run", "tune"
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    target: str
+    old: str
+    owner: str  # RUN: restored when its process ends; TUNE: kept until `perflab system reset`
+    pid: int
+    started: int  # the process's start time (clock ticks after boot): a reused pid is not the same process
+
+    def knob(self, root: SysRoot) -> Knob:
+        return KNOBS[self.kind](self.target, root)
+
+    def alive(self) -> bool:
+        return process_start(self.pid) == self.started
+
+
+def process_start(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (read from the live /proc: processes are never in a fixture tree)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])
+
+
+class Journal:
+    def __init__(self, root: SysRoot | None = None):
+        self.root = root or default_root()
+        self.path = self.root.path(JOURNAL)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path.parent, os.O_RDONLY)
+        except OSError as err:
+            raise PerflabError(f"cannot use the journal folder {self.path.parent}: {err.strerror}; changing system "
+                               "settings needs root: run as root or with sudo") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def entries(self) -> list[Entry]:
+        try:
+            lines = self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        found = []
+        for line in lines:
+            try:
+                found.append(Entry(**json.loads(line)))
+            except (ValueError, TypeError):
+                print(f"perflab: skipping a damaged line of {self.path}: {line[:80]!r}", file=sys.stderr)
+        return found
+
+    def append(self, entry: Entry) -> None:
+        """Record the old value durably: it must be on disk before the knob changes."""
+        with self._locked():
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, (json.dumps(asdict(entry)) + "\n").encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def restore(self, which: Callable[[Entry], bool]) -> list[str]:
+        """Put back every chosen entry, newest first; the journal keeps only what could not be restored."""
+        done, kept = [], []
+        with self._locked():
+            entries = self.entries()
+            for entry in reversed(entries):
+                if not which(entry):
+                    kept.append(entry)
+                    continue
+                try:
+                    entry.knob(self.root).restore(entry.old)
+                    done.append(f"{entry.kind} {entry.target}".strip() + f" back to {entry.old!r}")
+                except PerflabError as err:
+                    kept.append(entry)
+                    print(f"perflab: could not restore {entry.kind} {entry.target}: {err}", file=sys.stderr)
+            self._rewrite(list(reversed(kept)))
+        return done
+
+    def _rewrite(self, entries: list[Entry]) -> None:
+        if not entries:
+            self.path.unlink(missing_ok=True)
+            return
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text("".join(json.dumps(asdict(e)) + "\n" for e in entries))
+        os.replace(temporary, self.path)
+
+
+def recover(root: SysRoot | None = None) -> list[str]:
+    """Restore what runs that are gone (kill -9, a crash) left changed; print and return what was restored."""
+    journal = Journal(root)
+    if not journal.path.exists():
+        return []
+    restored = journal.restore(lambda e: e.owner == RUN and not e.alive())
+    for line in restored:
+        print(f"perflab: restored {line}: a run changed it and ended without restoring it", file=sys.stderr)
+    return restored
+
+
+def reset(root: SysRoot | None = None) -> list[str]:
+    """Restore everything the journal holds: `perflab system tune`'s settings and any dead run's."""
+    journal = Journal(root)
+    return journal.restore(lambda e: e.owner == TUNE or not e.alive())
+
+
+# ANCHOR: changes
+class SystemChanges:
+    """Knob changes that are undone when the block ends, however it ends.
+
+        with SystemChanges() as changes:
+            changes.set(RqAffinity("vda"), "2")
+            ...measure...
+    """
+
+    def __init__(self, owner: str = RUN, root: SysRoot | None = None):
+        self.owner = owner
+        self.journal = Journal(root)
+        self.root = self.journal.root
+        self._previous: dict[int, object] = {}
+
+    def set(self, knob: Knob, value: str) -> None:
+        old = knob.read()
+        if old is None:
+            raise PerflabError(f"{knob.label} is not available on this machine ({knob.path} is missing)")
+        if old == value:
+            return
+        self.journal.append(Entry(knob.kind, knob.target, old, self.owner, os.getpid(),
+                                  process_start(os.getpid()) or 0))
+        knob.write(value)
+    # ANCHOR_END: changes
+
+    def __enter__(self) -> SystemChanges:
+        if self.owner == RUN and threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGTERM, signal.SIGHUP):
+                self._previous[number] = signal.signal(number, _exit_on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self.owner == RUN:
+                pid = os.getpid()
+                self.journal.restore(lambda e: e.owner == RUN and e.pid == pid)
+        finally:
+            for number, handler in self._previous.items():
+                signal.signal(number, handler)
+
+
+def _exit_on_signal(number: int, _frame) -> None:
+    """SIGTERM and SIGHUP end the process as SystemExit does, so every `finally` (and restore) runs."""
+    raise SystemExit(128 + number)

@@ -1,0 +1,177 @@
+"""System knobs: the settings under /sys and /proc that labs change, one small class each.
+
+A knob reads and writes one kernel file through a SysRoot (so tests use a
+fixture tree) and knows what its values mean. Nothing writes a knob
+directly: perflab.journal.SystemChanges records the old value on disk first,
+and restores it however the run ends (see that module).
+
+    available()     the file exists on this kernel
+    read()          its value, or None
+    write(value)    one write(2); a refusal is a PerflabError saying why
+    restore(old)    put back a value the journal kept
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from .errors import PerflabError
+from .sysfs import SysRoot, default_root
+
+CPU_DIR = "/sys/devices/system/cpu"
+
+
+class Knob:
+    """One kernel setting. `target` names the instance (a CPU policy, a disk, an IRQ); "" for machine-wide ones."""
+
+    kind: ClassVar[str]  # the stable name the journal records
+    TARGET: ClassVar[str] = ""  # a regular expression a target must match; "" for machine-wide knobs
+    MEANINGS: ClassVar[dict[str, str]] = {}
+
+    def __init__(self, target: str = "", root: SysRoot | None = None):
+        target = str(target)
+        if (self.TARGET and not re.fullmatch(self.TARGET, target)) or (not self.TARGET and target):
+            raise PerflabError(f"{target!r} is not a {self.kind} target (expected {self.TARGET or 'none'})")
+        self.target = target
+        self.root = root or default_root()
+
+    @property
+    def path(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.target}".strip()
+
+    def available(self) -> bool:
+        return self.root.exists(self.path)
+
+    def read(self) -> str | None:
+        return self.root.read(self.path)
+
+    def write(self, value: str) -> None:
+        self.root.write(self.path, value + "\n")  # as `echo VALUE >` writes it; every such file takes the newline
+
+    def restore(self, old: str) -> None:
+        self.write(old)
+
+    def meaning(self, value: str | None) -> str:
+        return self.MEANINGS.get(value or "", "")
+
+
+class Governor(Knob):
+    """A cpufreq policy's governor: `performance` holds the highest frequency; others move it with the load."""
+
+    kind = "governor"
+    TARGET = r"policy\d+"
+
+    @property
+    def path(self) -> str:
+        return f"{CPU_DIR}/cpufreq/{self.target}/scaling_governor"
+
+    def choices(self) -> list[str]:
+        return (self.root.read(f"{CPU_DIR}/cpufreq/{self.target}/scaling_available_governors") or "").split()
+
+
+class Turbo(Knob):
+    """Turbo (boost): above-nominal clocks that vary with temperature and load, so timings vary too."""
+
+    kind = "turbo"
+    # (file, the value that switches turbo off): Intel's inverted switch first, then the generic one.
+    FILES = ((f"{CPU_DIR}/intel_pstate/no_turbo", "1"), (f"{CPU_DIR}/cpufreq/boost", "0"))
+
+    def _file(self) -> tuple[str, str]:
+        return next(((path, off) for path, off in self.FILES if self.root.exists(path)), self.FILES[-1])
+
+    @property
+    def path(self) -> str:
+        return self._file()[0]
+
+    @property
+    def off(self) -> str:
+        return self._file()[1]
+
+    def meaning(self, value: str | None) -> str:
+        return "" if value is None else "off" if value == self.off else "on"
+
+
+class NumaBalancing(Knob):
+    """Automatic NUMA balancing: the kernel migrates pages toward the node that touches them."""
+
+    kind = "numa_balancing"
+    MEANINGS = {"0": "off", "1": "on: pages follow their users", "2": "memory tiering"}
+
+    @property
+    def path(self) -> str:
+        return "/proc/sys/kernel/numa_balancing"
+
+
+class RqAffinity(Knob):
+    """Where a disk's block completions run, relative to the CPU that submitted the I/O."""
+
+    kind = "rq_affinity"
+    TARGET = r"[A-Za-z0-9_.:-]+"
+    MEANINGS = {"0": "where the interrupt lands", "1": "the first CPU of the submitter's group",
+                "2": "the submitting CPU itself"}
+
+    @property
+    def path(self) -> str:
+        return f"/sys/block/{self.target}/queue/rq_affinity"
+
+
+class IrqAffinity(Knob):
+    """The CPUs an interrupt may be delivered to."""
+
+    kind = "irq_affinity"
+    TARGET = r"\d+"
+
+    @property
+    def path(self) -> str:
+        return f"/proc/irq/{self.target}/smp_affinity_list"
+
+    def meaning(self, value: str | None) -> str:
+        effective = self.root.read(f"/proc/irq/{self.target}/effective_affinity_list")
+        return f"delivered to CPU {effective} (effective_affinity_list)" if effective else ""
+
+    def write(self, value: str) -> None:
+        try:
+            super().write(value)
+        except PerflabError as err:
+            raise PerflabError(f"{err} (a managed interrupt, as NVMe queues have, cannot be moved: its "
+                               "driver spreads them over the CPUs itself)") from None
+
+
+KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalancing, RqAffinity, IrqAffinity)}
+
+
+def governors(root: SysRoot) -> list[Governor]:
+    policies = [p for p in root.listdir(f"{CPU_DIR}/cpufreq") if re.fullmatch(Governor.TARGET, p)]
+    return [Governor(p, root) for p in sorted(policies, key=lambda p: int(p[6:]))]
+
+
+def disks(root: SysRoot) -> list[str]:
+    """Block devices backed by hardware (or a virtual device): loop, ram and zram have no `device`."""
+    return [d for d in root.listdir("/sys/block") if root.exists(f"/sys/block/{d}/device")]
+
+
+def disk_irqs(root: SysRoot, disk: str) -> list[int]:
+    """A disk's interrupts: the MSI vectors of the device above it in sysfs (its PCI function)."""
+    top = root.path("/").resolve()
+    device = root.path(f"/sys/block/{disk}/device").resolve()
+    while root.path("/sys/devices").resolve() in device.parents:
+        vectors = f"/{device.relative_to(top)}/msi_irqs"
+        if root.exists(vectors):
+            return sorted(int(name) for name in root.listdir(vectors) if name.isdigit())
+        device = device.parent
+    return []
+
+
+def used_by_labs(root: SysRoot | None = None) -> list[Knob]:
+    """Every knob a lab may change or a run may depend on, as far as this machine has it."""
+    root = root or default_root()
+    found: list[Knob] = [*governors(root), Turbo(root=root), NumaBalancing(root=root)]
+    for disk in disks(root):
+        found.append(RqAffinity(disk, root))
+        found += [IrqAffinity(str(irq), root) for irq in disk_irqs(root, disk)]
+    return [knob for knob in found if knob.available()]

@@ -1,0 +1,164 @@
+"""The causal-profiling exercise: find the line in ingest.c, fix it, measure; the program and its checks.
+
+By construction (see the solution notebook), ingest.c's main thread is the
+pipeline's bottleneck, and most of its time goes to tokenize() calling
+block_hash() once per token although the hash is the same for every token.
+So the lines worth optimising are block_hash's loop and the call in
+tokenize(). inflate_block(), perf's first choice, runs on the reader thread,
+which waits for the main thread: making it faster changes nothing.
+
+The learner's version is built and checked for the same digest (correctness)
+and raced against the baseline and a known fix in one interleaved run
+(speed). If the known fix is not faster either, this run could not show the
+effect, and the grade is inconclusive, not failed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ... import stats
+from ...build import compile_variant
+from ...errors import PerflabError
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Check
+from ...lock import measurement_lock
+from ...paths import BUILD_DIR, REPO_ROOT, results_dir
+from ...runner import Config, interleave, run_once
+from ...verdict import judge_change
+from . import coz
+from .profilers import DEFINITION, SOURCE_DIR, CozSession, function_of_line, perf_ranking, require_tools
+from .run import LAB, MIN_EFFECT
+
+EXERCISE_SOURCE = REPO_ROOT / SOURCE_DIR / "ingest.c"
+EXERCISE_BUILD_DIR = BUILD_DIR / "07-causal-profiling" / "exercise"
+
+
+def build_exercise(source_text: str, name: str) -> Path:
+    """Compile a version of ingest.c (the learner's, or a known one) with the lab's flags."""
+    EXERCISE_BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    source = EXERCISE_BUILD_DIR / f"{name}.c"
+    source.write_text(source_text)
+    return compile_variant(SOURCE_DIR, source, EXERCISE_BUILD_DIR / name)
+
+
+def exercise_argv(binary: Path, cpus: tuple[int, int], blocks: int) -> list[str]:
+    return [str(binary), "-n", str(blocks), "-c", f"{cpus[0]},{cpus[1]}"]
+
+
+def line_numbers(source: str, function: str, pattern: str) -> list[int]:
+    """Lines inside `function`'s body that contain `pattern`."""
+    return [n for n, code in enumerate(source.splitlines(), 1)
+            if pattern in code and function_of_line(source, n) == function and not DEFINITION.match(code)]
+
+
+def exercise_copy() -> Path:
+    """The learner's own copy of ingest.c to edit, under results/ (made from the original the first time)."""
+    path = results_dir() / LAB.name / "my-ingest.c"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(EXERCISE_SOURCE.read_text())
+    return path
+
+
+def profile_exercise(seconds: float = 20, progress: bool = True) -> tuple[list[dict[str, Any]], coz.Profile]:
+    """perf's ranking and a coz profile of the original ingest.c, as the lab profiles commit.c."""
+    require_tools()
+    binary = build_exercise(EXERCISE_SOURCE.read_text(), "baseline")
+    cpus = LAB.choose_cpus(LAB.probe())
+    blocks = max(1, int(seconds * 40))  # about 40 blocks a second, slower under coz
+    with measurement_lock(f"perflab {LAB.name} exercise"), tempfile.TemporaryDirectory() as folder:
+        ranking = perf_ranking(exercise_argv(binary, cpus, max(1, blocks // 10)), Path(folder))
+        session = CozSession(lambda _: exercise_argv(binary, cpus, blocks), Path(folder), seconds, progress)
+        try:
+            profile = session.run(seconds)
+        finally:
+            session.close()
+    return ranking, profile
+
+
+def race_exercise(sources: dict[str, str], rounds: int, blocks: int, progress: bool = True) -> dict[str, list[float]]:
+    """Blocks per second of each version of ingest.c, built and raced in one interleaved run."""
+    cpus = LAB.choose_cpus(LAB.probe())
+    configs = [Config(name, exercise_argv(build_exercise(source, name.replace(" ", "-")), cpus, blocks))
+               for name, source in sources.items()]
+    with measurement_lock(f"perflab {LAB.name} exercise"):
+        runs = interleave(configs, rounds, desc="racing the versions", progress=progress)
+    return {name: run.values("blocks_per_s") for name, run in runs.items()}
+
+
+# --- the checks ----------------------------------------------------------------------------------------
+
+ROUNDS = 8  # interleaved rounds of the race
+BLOCKS = 25  # blocks per timed run: about half a second
+CHECK_BLOCKS = 6  # blocks for the digest comparison
+
+
+def critical_lines(source: str) -> list[int]:
+    """The lines of ingest.c worth optimising, by the program's construction."""
+    return sorted(line_numbers(source, "block_hash", "for (") + line_numbers(source, "block_hash", "MIX(")
+                  + line_numbers(source, "tokenize", "block_hash("))
+
+
+def known_fix(source: str) -> str:
+    """The fix: hash the block once per block, not once per token."""
+    slow = "    for (int t = 0; t < count; t++)\n        tokens[t] = block_hash(b) ^ b->words[t % WORDS];\n"
+    if slow not in source:
+        raise PerflabError("ingest.c no longer has the loop the known fix rewrites; update known_fix()")
+    return source.replace(slow, "    uint64_t salt = block_hash(b);\n    for (int t = 0; t < count; t++)\n"
+                                "        tokens[t] = salt ^ b->words[t % WORDS];\n")
+
+
+def _chosen_line(chosen, baseline: str) -> Check:
+    lines = critical_lines(baseline)
+    expected = ", ".join(f"ingest.c:{n}" for n in lines)
+    number = None
+    if isinstance(chosen, str) and chosen.rpartition(":")[0].endswith("ingest.c"):
+        number = int(chosen.rpartition(":")[2]) if chosen.rpartition(":")[2].isdigit() else None
+    return Check("the line worth optimising", PASSED if number in lines else FAILED, f"one of {expected}",
+                 repr(chosen) + ("" if number in lines else ": not on the main thread's critical path"))
+
+
+def find_the_line(ns: dict) -> list[Check]:
+    baseline = EXERCISE_SOURCE.read_text()
+    checks = [_chosen_line(ns.get("CHOSEN_LINE"), baseline)]
+    mine = ns.get("MY_SOURCE")
+    if not isinstance(mine, str) or mine.strip() == baseline.strip():
+        checks.append(Check("your version of ingest.c", FAILED, "the text of your changed ingest.c",
+                            "unchanged" if isinstance(mine, str) else repr(type(mine).__name__)))
+        return checks
+    versions = {"baseline": baseline, "yours": mine, "known fix": known_fix(baseline)}
+    try:
+        binaries = {name: build_exercise(text, name.replace(" ", "-")) for name, text in versions.items()}
+    except PerflabError as err:
+        checks.append(Check("your version builds", FAILED, "it compiles with the lab's flags", str(err)))
+        return checks
+    cpus = LAB.choose_cpus(LAB.probe())
+    digests = {name: run_once(exercise_argv(b, cpus, CHECK_BLOCKS))[1][0]["digest"] for name, b in binaries.items()}
+    same = digests["yours"] == digests["baseline"]
+    checks.append(Check("your version computes the same index (digest)", PASSED if same else FAILED,
+                        digests["baseline"], digests["yours"]))
+    if same:
+        checks.append(_race(versions))
+    return checks
+
+
+def _race(versions: dict[str, str]) -> Check:
+    """Baseline, your version and the known fix, interleaved: is yours significantly faster?"""
+    rates = race_exercise(versions, ROUNDS, BLOCKS, progress=False)
+    mine, mine_reason, _ = judge_change("yours vs baseline", rates["baseline"], rates["yours"], MIN_EFFECT,
+                                        stats.median)
+    known, known_reason, _ = judge_change("known fix vs baseline", rates["baseline"], rates["known fix"],
+                                          MIN_EFFECT, stats.median)
+    name = "your version is faster, measured just now"
+    expected = f"at least {MIN_EFFECT:.0%} more blocks per second than the baseline, significantly"
+    if mine == "reproduced":
+        return Check(name, PASSED, expected, mine_reason)
+    if known != "reproduced":
+        return Check(name, INCONCLUSIVE, expected, f"{mine_reason}; but the known fix was not faster either "
+                     f"({known_reason}): this run could not show it; grade again on a quieter machine")
+    if mine == "inconclusive":
+        return Check(name, INCONCLUSIVE, expected, f"{mine_reason}; grade again")
+    return Check(name, FAILED, expected, f"{mine_reason}: did you speed up a thread that waits? "
+                 f"(the known fix was faster: {known_reason})")

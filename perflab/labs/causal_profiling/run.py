@@ -1,0 +1,228 @@
+"""Lab 7, the measurement: perf's ranking, coz's profile, then a race that checks both against reality."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ... import results, stats, text
+from ...build import ensure_built
+from ...cpulist import check_cpus
+from ...paths import REPO_ROOT
+from ...probe import Machine
+from ...runner import Config, interleave
+from ...verdict import Verdict, judge_change
+from .. import CannotShow, Lab
+from . import coz
+from .profilers import (FUNCTIONS, SOURCE_DIR, CozSession, function_at, hottest_function, perf_ranking,
+                        require_tools, work_lines)
+
+SOURCE = REPO_ROOT / SOURCE_DIR / "commit.c"
+POINT = "batch"  # the program's progress point
+OPTIMISED = 0.5  # the real optimisation halves a function's work: coz's 50% virtual speedup
+NEAR = 0.1  # coz's experiments within this of 50% make its prediction...
+MIN_NEAR = 3  # ...when there are at least this many
+MIN_EXPERIMENTS = 4  # a line with fewer experiments than this is too noisy to rank
+MIN_EFFECT = 0.05  # a change of the batch rate smaller than 5% is not worth an optimisation
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long to profile and how much to race."""
+
+    perf_seconds: float  # one perf record run
+    survey_seconds: float  # one coz run over every line; coz runs about two experiments a second
+    survey_runs: int  # survey runs, pooled
+    focus_seconds: float  # one coz run on each pick's line alone (--fixed-line), for the predictions
+    race_seconds: float  # one timed run of each build in the race
+    race_rounds: int  # interleaved rounds of the race
+
+
+def coz_seconds(settings: Settings) -> float:
+    return settings.survey_runs * settings.survey_seconds + 2 * settings.focus_seconds
+
+
+def duration_text(settings: Settings) -> str:
+    seconds = settings.perf_seconds + coz_seconds(settings) + 3 * settings.race_rounds * (settings.race_seconds + 0.05)
+    return f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
+
+
+def program_argv(binary: Path, cpus: tuple[int, int], seconds: float, factors: dict[str, float] | None = None) -> list[str]:
+    argv = [str(binary), "-d", str(seconds), "-c", f"{cpus[0]},{cpus[1]}"]
+    for function, factor in (factors or {}).items():
+        argv += ["-x", f"{function}={factor}"]
+    return argv
+
+
+def race(binary: Path, cpus: tuple[int, int], picks: dict[str, str], settings: Settings,
+         progress: bool) -> dict[str, list[float]]:
+    """Batches per second of the unchanged program and of each pick's function at half its work, interleaved."""
+    configs = [Config("unchanged", program_argv(binary, cpus, settings.race_seconds))]
+    configs += [Config(function, program_argv(binary, cpus, settings.race_seconds, {function: OPTIMISED}))
+                for function in dict.fromkeys(picks.values())]
+    runs = interleave(configs, settings.race_rounds, desc="racing the builds", progress=progress)
+    return {label: run.values("batches_per_s") for label, run in runs.items()}
+
+
+def time_saved(rate_ratio: float) -> float:
+    """A batch-rate ratio (new / old) as the share of each batch's time saved: coz's unit."""
+    return 1 - 1 / rate_ratio
+
+
+# ANCHOR: compare
+def compare(profile: coz.Profile, lines: dict[str, int], picks: dict[str, str],
+            rates: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """For each pick: coz's predicted time saved at 50% against the measured, each with its 95% CI."""
+    baseline = coz.baseline_experiments(profile)
+    rows = []
+    for who, function in picks.items():
+        location = next((e.selected for e in profile.experiments
+                         if coz.short_location(e.selected) == f"{SOURCE.name}:{lines[function]}"), None)
+        estimate = coz.predicted_speedup(baseline, coz.near(profile, location, OPTIMISED, NEAR), POINT) \
+            if location else None
+        _, _, effect = judge_change(function, rates["unchanged"], rates[function], MIN_EFFECT, statistic=stats.median)
+        actual = {"value": time_saved(1 + effect.value), "low": time_saved(1 + effect.ci_low),
+                  "high": time_saved(1 + effect.ci_high), "p_value": effect.p_value}
+        predicted = asdict(estimate) if estimate and estimate.experiments >= MIN_NEAR else None
+        rows.append({"pick": who, "function": function, "line": lines[function], "predicted": predicted,
+                     "actual": actual, "held": predicted and held(predicted, actual)})
+    return rows
+
+
+def held(predicted: dict[str, float], actual: dict[str, float]) -> bool:
+    """Within 5 points of the measurement, or the two 95% intervals overlap."""
+    return abs(predicted["value"] - actual["value"]) <= MIN_EFFECT or \
+        (predicted["low"] <= actual["high"] and actual["low"] <= predicted["high"])
+# ANCHOR_END: compare
+
+
+def table_text(rows: list[dict[str, Any]]) -> str:
+    """Predicted against actual, as the notebook and the CLI print it."""
+    def interval(v: dict[str, float] | None) -> str:
+        return "no experiments near 50%" if v is None else f"{v['value']:+.1%} ({v['low']:+.1%} to {v['high']:+.1%})"
+
+    header = [("pointed to by", "function (line)", "coz predicted", "measured", "held?")]
+    return text.table(header + [(r["pick"], f"{r['function']} (commit.c:{r['line']})", interval(r["predicted"]),
+                                  interval(r["actual"]), {True: "yes", False: "no", None: "-"}[r["held"]])
+                                 for r in rows])
+
+
+# ANCHOR: judge
+def judge_race(picks: dict[str, str], rates: dict[str, list[float]]) -> tuple[str, str, Any]:
+    """Reproduced when coz's pick really speeds the program up and perf's pick really does not."""
+    if picks["perf"] == picks["coz"]:
+        _, shown, effect = judge_change(picks["coz"], rates["unchanged"], rates[picks["coz"]], MIN_EFFECT, stats.median)
+        return "not-reproduced", f"perf and coz both point to {picks['coz']}: here the hottest function is the one " \
+            f"to fix ({shown})", effect
+    coz_verdict, coz_shown, effect = judge_change(f"halving {picks['coz']} (coz's pick)", rates["unchanged"],
+                                                  rates[picks["coz"]], MIN_EFFECT, stats.median)
+    perf_verdict, perf_shown, _ = judge_change(f"halving {picks['perf']} (perf's pick)", rates["unchanged"],
+                                               rates[picks["perf"]], MIN_EFFECT, stats.median)
+    shown = f"batch rate: {coz_shown}; {perf_shown}"
+    if coz_verdict == "reproduced" and perf_verdict == "not-reproduced":
+        return "reproduced", f"the hottest function was not the one to fix; {shown}", effect
+    if coz_verdict == "not-reproduced" or perf_verdict == "reproduced":
+        return "not-reproduced", f"coz's pick did not beat perf's here; {shown}", effect
+    return "inconclusive", shown, effect
+# ANCHOR_END: judge
+
+
+def measured_notes(result: dict[str, Any], profile: coz.Profile) -> list[str]:
+    """Where the threads ran, both rankings, whether coz's predictions held, and what to distrust."""
+    settings, source = result["params"], SOURCE.read_text()
+    notes = [f"commit thread on CPU {settings['cpus'][0]}, log thread on CPU {settings['cpus'][1]}; "
+             f"coz ran {settings['survey_runs']} x {settings['survey_seconds']:.0f} s over every line, then "
+             f"{settings['focus_seconds']:.0f} s on each pick's line: {len(profile.experiments)} experiments",
+             "perf's ranking: " + ", ".join(f"{r['symbol']} {r['share']:.0%}" for r in result["perf"][:4]),
+             "coz's ranking (mean predicted speedup over the tried speedups): " + ", ".join(
+                 f"{function_at(source, line) or coz.short_location(line)} {value:+.1%}"
+                 for line, value in result["coz_ranking"][:4])]
+    for row in result["comparison"]:
+        if row["held"] is not None:
+            notes.append(f"coz's prediction for halving {row['function']}: {row['predicted']['value']:+.1%} of each "
+                         f"batch's time saved; measured {row['actual']['value']:+.1%}: "
+                         f"{'held' if row['held'] else 'did not hold'} (held: within {MIN_EFFECT:.0%} points, or "
+                         "the 95% intervals overlap)")
+    if result["rates"]:
+        notes += [f"unchanged: {w}" for w in stats.instability_warnings(result["rates"]["unchanged"], "timed runs")]
+    return notes + profile.warnings
+
+
+class CausalProfiling(Lab):
+    """The hottest function is not the one to fix: perf's pick and coz's pick, each really optimised and raced."""
+
+    name = "causal-profiling"
+    QUICK = Settings(perf_seconds=1, survey_seconds=10, survey_runs=1, focus_seconds=6, race_seconds=0.3, race_rounds=6)
+    FULL = Settings(perf_seconds=3, survey_seconds=30, survey_runs=2, focus_seconds=25, race_seconds=0.5, race_rounds=15)
+    RUNS = ("race_rounds",)
+    IN_A_VM = ("in a VM, coz's pauses and perf's samples run on the software clock, and a neighbour on the host "
+               "can stretch any experiment: repeat the lab before trusting one curve")
+    CANNOT_SHOW = ("The book's chapter and the sample profiles in the notebook show the idea; any machine with two "
+                   "cores (or `perflab vm`) can measure it")
+
+    def choose_cpus(self, machine: Machine, cpus: list[int] | None = None) -> tuple[int, int]:
+        """(commit thread's CPU, log thread's CPU): two CPUs that are not SMT siblings, CPU 0 last."""
+        chosen = cpus or machine.online_cpus
+        check_cpus(chosen, machine.online_cpus)
+        order = sorted(chosen, key=lambda c: (c == 0, -c))  # CPU 0 takes the most interrupts
+        for commit_cpu in order:
+            siblings = set(machine.cpu(commit_cpu)["smt_siblings"]) | {commit_cpu}
+            for log_cpu in order:
+                if log_cpu not in siblings:
+                    return commit_cpu, log_cpu
+        raise CannotShow(f"the lab needs two CPUs on different cores, and {'the CPUs given are' if cpus else 'this machine has'} "
+                         f"only {len(chosen)} CPU(s) on one core: both threads would take turns, so the slower thread "
+                         "would no longer set the pace")
+
+    def measure(self, machine: Machine, cpus: tuple[int, int], settings: Settings, progress: bool) -> dict[str, Any]:
+        """perf's ranking, coz's survey and focused runs, and the race of both picks against the unchanged program."""
+        require_tools()
+        binary = ensure_built(SOURCE_DIR, "commit")
+        source = SOURCE.read_text()
+        lines = work_lines(source)
+        with tempfile.TemporaryDirectory() as folder:
+            ranking = perf_ranking(program_argv(binary, cpus, settings.perf_seconds), Path(folder))
+            session = CozSession(lambda seconds: program_argv(binary, cpus, seconds), Path(folder),
+                                 coz_seconds(settings), progress)
+            try:
+                for _ in range(settings.survey_runs):
+                    profile = session.run(settings.survey_seconds)
+                ranked = coz.rank_lines(profile, POINT, MIN_EXPERIMENTS)
+                picks = {"coz": function_at(source, ranked[0][0]) if ranked else None,
+                         "perf": hottest_function(ranking)}
+                ready = picks["coz"] in FUNCTIONS and picks["perf"] in FUNCTIONS
+                if ready:
+                    for function in dict.fromkeys(picks.values()):
+                        profile = session.run(settings.focus_seconds, f"{SOURCE}:{lines[function]}")
+            finally:
+                session.close()
+        rates = race(binary, cpus, picks, settings, progress) if ready else {}
+        result = results.new_result(self.name, "profile", machine.summary(), {
+            "cpus": list(cpus), "point": POINT, "optimised": OPTIMISED, **asdict(settings)})
+        result.update(perf=ranking, coz_profile=session.text, coz_ranking=ranked, picks=picks, rates=rates,
+                      comparison=compare(profile, lines, picks, rates) if rates else [])
+        return result
+
+    def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
+        picks, rates, ranked = result["picks"], result["rates"], result["coz_ranking"]
+        profile = coz.parse(result["coz_profile"])
+        effect = None
+        if rates:
+            verdict, reason, effect = judge_race(picks, rates)
+        elif picks["perf"] is None:
+            verdict, reason = "inconclusive", ("perf's samples name none of the program's functions: is "
+                                               "build/07-causal-profiling/commit stripped? Rebuild with "
+                                               f"`make -C {SOURCE_DIR}`")
+        elif not ranked:
+            verdict, reason = "inconclusive", (f"coz ran {len(profile.experiments)} experiment(s), too few to rank any "
+                                               f"line ({MIN_EXPERIMENTS} per line needed): rerun without --quick, "
+                                               "whose coz runs last longer")
+        else:
+            verdict, reason = "inconclusive", (f"coz ranked {coz.short_location(ranked[0][0])} first, which is not a "
+                                               "line the lab can optimise: the profile is too noisy; rerun without --quick")
+        return Verdict(self.name, verdict, reason, effect, notes=measured_notes(result, profile))
+
+
+LAB = CausalProfiling()

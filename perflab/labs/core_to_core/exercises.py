@@ -1,0 +1,176 @@
+"""Checks for the core-to-core exercises.
+
+Every expected value is recomputed here: from the learner's raw result file,
+from a recorded matrix, or from a fresh measurement. Nothing the learner
+typed as a number is trusted.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Callable
+
+from ... import results, stats
+from ...errors import PerflabError
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Check
+from ...lock import measurement_lock
+from ...paths import DATA_DIR
+from ...probe import probe
+from . import run as lab
+from .advisor import analyze
+from .matrix import load
+from .placement import best_pipeline, pipeline_cost, shares_a_core
+
+PIPELINE_MATRIX = DATA_DIR / "c2c" / "dual-intel-xeon-gold-6242-2-8ghz-by-concyclics.csv"
+PIPELINE_STAGES = 4
+PIPELINE_SLACK = 1.20  # within 20% of the best: the mesh makes some same-socket hops a little longer
+NAIVE_PIPELINE = [14, 15, 16, 17]
+MIN_SAMPLES = 20
+# A fresh run of the same pair within this factor agrees; beyond it the pair's
+# distance moved (a VM's vCPUs migrate), which a rerun settles: inconclusive.
+FRESH_AGREEMENT = 1.5
+
+
+def _close(got: float, expected: float, rel: float = 1e-6) -> bool:
+    return isinstance(got, (int, float)) and math.isclose(got, expected, rel_tol=rel)
+
+
+def _call(function: Callable, *args) -> Any:
+    try:
+        return function(*args)
+    except Exception as err:  # the learner's code may raise anything
+        return f"{type(err).__name__}: {err}"
+
+
+def _function_check(ns: dict, name: str, reference: Callable, inputs: list[list[float]], rel: float) -> Check:
+    """Compare a learner's function with the reference on inputs it has never seen."""
+    learner = ns.get(name)
+    if not callable(learner):
+        return Check(f"{name} is defined", FAILED, "a function", repr(learner))
+    for values in inputs:
+        expected, got = reference(values), _call(learner, list(values))
+        if isinstance(expected, tuple):
+            ok = isinstance(got, (tuple, list)) and len(got) == 2 and all(_close(g, e, rel) for g, e in zip(got, expected))
+        else:
+            ok = _close(got, expected, rel)
+        if not ok:
+            shown = [round(v, 3) for v in values[:5]]
+            return Check(f"{name} on fresh data {shown}...", FAILED, repr(expected), repr(got))
+    return Check(f"{name} on {len(inputs)} fresh data sets", PASSED, "matches perflab.stats", "matches")
+
+
+def _learner_result(ns: dict) -> tuple[dict | None, Check]:
+    """The learner's saved raw result, reloaded from disk."""
+    result = ns.get("result")
+    path = result.get("path") if isinstance(result, dict) else None
+    if not path:
+        return None, Check("your measurement was saved", FAILED, "`result` from lab.measure_pair(...)", repr(result)[:80])
+    try:
+        saved = results.load(path)
+    except PerflabError as err:
+        return None, Check("your measurement was saved", FAILED, "a readable result file", str(err))
+    return saved, Check("your measurement was saved", PASSED, "a readable result file", path)
+
+
+def _raw_rates(saved: dict) -> list[float]:
+    return [lab.sample_rate(s) for s in lab.raw_samples(saved)]
+
+
+def harmonic_mean(ns: dict) -> list[Check]:
+    rng = random.Random()  # fresh data every grading: a hard-coded answer cannot pass
+    fresh = [[rng.lognormvariate(15, 0.3) for _ in range(rng.randint(8, 40))] for _ in range(5)]
+    checks = [
+        _function_check(ns, "my_harmonic_mean", stats.harmonic_mean, [[1.0, 2.0, 4.0]] + fresh, 1e-9),
+        _function_check(ns, "my_harmonic_mean_ci", stats.harmonic_mean_ci, fresh, 1e-6),
+    ]
+    saved, found = _learner_result(ns)
+    checks.append(found)
+    if saved is None:
+        return checks
+    expected = _raw_rates(saved)
+    got = ns.get("rates")
+    enough = len(expected) >= MIN_SAMPLES
+    checks.append(Check("enough raw samples", PASSED if enough else FAILED, f">= {MIN_SAMPLES}", str(len(expected))))
+    same = isinstance(got, (list, tuple)) and len(got) == len(expected) and all(_close(g, e) for g, e in zip(got, expected))
+    checks.append(Check("rates computed from your raw samples", PASSED if same else FAILED,
+                        f"{len(expected)} rates, first {expected[0]:,.0f}/s" if expected else "rates",
+                        f"{len(got)} values, first {got[0]!r}" if isinstance(got, (list, tuple)) and got else repr(got)))
+    return checks
+
+
+def pipeline_pinning(ns: dict) -> list[Check]:
+    matrix = load(PIPELINE_MATRIX)
+    analysis = analyze(matrix)
+    smt = next((lvl for lvl, info in zip(analysis["levels"], analysis["level_info"]) if info["name"] == "SMT siblings"), [])
+    best, best_cost = best_pipeline(matrix, PIPELINE_STAGES, smt)
+    placement = ns.get("placement")
+    valid = (isinstance(placement, (list, tuple)) and len(placement) == PIPELINE_STAGES
+             and len(set(placement)) == PIPELINE_STAGES and all(c in matrix.cpus for c in placement))
+    checks = [Check("placement is 4 distinct CPUs of the recorded machine", PASSED if valid else FAILED,
+                    f"4 distinct ids from 0-{max(matrix.cpus)}", repr(placement))]
+    if valid:
+        siblings = shares_a_core(placement, smt)
+        checks.append(Check("no two stages share a core", FAILED if siblings else PASSED, "no SMT siblings",
+                            f"siblings {siblings}" if siblings else "none"))
+        cost = pipeline_cost(matrix, placement)
+        good = cost <= best_cost * PIPELINE_SLACK
+        checks.append(Check("pipeline latency close to the best", PASSED if good else FAILED,
+                            f"<= {best_cost * PIPELINE_SLACK:.0f} ns (best {best_cost:.0f} ns, e.g. {best})",
+                            f"{cost:.0f} ns"))
+    crossed = _crossed_level(analysis, NAIVE_PIPELINE)
+    answer = ns.get("naive_crosses")
+    checks.append(Check(f"which boundary the naive placement {NAIVE_PIPELINE} crosses",
+                        PASSED if answer == crossed else FAILED, repr(crossed), repr(answer)))
+    return checks
+
+
+def _crossed_level(analysis: dict, placement: list[int]) -> str | None:
+    """The coarsest level whose groups the chain of CPUs leaves."""
+    crossed = None
+    for groups, info in zip(analysis["levels"], analysis["level_info"]):
+        group_of = {cpu: i for i, g in enumerate(groups) for cpu in g}
+        if len({group_of[c] for c in placement}) > 1:
+            crossed = info["name"]
+    return crossed
+
+
+def measure_pair(ns: dict) -> list[Check]:
+    machine = probe()
+    pair = ns.get("pair")
+    valid = (isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[0] != pair[1]
+             and all(c in machine.online_cpus for c in pair))
+    checks = [Check("pair is two online CPUs", PASSED if valid else FAILED,
+                    f"two of {machine.online_cpus}", repr(pair))]
+    if not valid:
+        return checks
+    a, b = pair
+    relation = lab.relation(machine, a, b)
+    predicted = ns.get("predicted_relation")
+    checks.append(Check(f"your prediction of how CPUs {a} and {b} are related",
+                        PASSED if predicted == relation else FAILED, repr(relation), repr(predicted)))
+    saved, found = _learner_result(ns)
+    checks.append(found)
+    if saved is None:
+        return checks
+    mine = saved["matrix"]["cpus"] == sorted(pair) and saved["machine"].get("cpu_model") == machine.summary().get("cpu_model")
+    checks.append(Check("the result is this pair on this machine", PASSED if mine else FAILED,
+                        f"CPUs {sorted(pair)}", f"CPUs {saved['matrix']['cpus']}"))
+    samples = [s["one_way_ns"] for s in lab.raw_samples(saved)]
+    enough = len(samples) >= MIN_SAMPLES
+    checks.append(Check("enough raw samples", PASSED if enough else FAILED, f">= {MIN_SAMPLES}", str(len(samples))))
+    if mine and enough:
+        checks.append(_fresh_agreement(machine, a, b, samples))
+    return checks
+
+
+def _fresh_agreement(machine, a: int, b: int, samples: list[float]) -> Check:
+    """Measure the pair again now; the learner's median should agree within FRESH_AGREEMENT."""
+    with measurement_lock(f"perflab grade: CPUs {a},{b}"):
+        fresh = lab.measure_matrix(machine, sorted((a, b)), lab.LAB.QUICK, progress=False)
+    fresh_median = stats.median([s["one_way_ns"] for s in lab.raw_samples(fresh)])
+    ratio = stats.median(samples) / fresh_median
+    agree = 1 / FRESH_AGREEMENT <= ratio <= FRESH_AGREEMENT
+    return Check("your median agrees with a fresh measurement", PASSED if agree else INCONCLUSIVE,
+                 f"within x{FRESH_AGREEMENT} of {fresh_median:.0f} ns (measured just now)",
+                 f"{stats.median(samples):.0f} ns" + ("" if agree else ": the pair's latency moved; rerun your notebook"))

@@ -1,0 +1,245 @@
+"""Lab 1, the measurement: every pair's latency, the structure it reveals, sequential against best pair."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ... import results, stats
+from ...build import ensure_built
+from ...cpulist import check_cpus, format_cpulist
+from ...lock import measurement_lock
+from ...paths import DATA_DIR, REPO_ROOT
+from ...probe import Machine
+from ...runner import Config, Run, interleave
+from ...verdict import Verdict, judge_change
+from .. import CannotShow, Lab
+from .advisor import analyze
+from .matrix import from_result, load
+
+SOURCE_DIR = "labs/01-core-to-core"
+# The smallest throughput gain from better pinning worth calling an effect
+# (the seed measured +7% on a Sapphire Rapids Xeon).
+MIN_EFFECT = 0.03
+# Round medians of one pair that differ by more than this mean the pair's
+# distance changed during the run: on a VM the host moved the vCPUs.
+UNSTABLE_RATIO = 1.25
+RECORDED_EXAMPLE = DATA_DIR / "c2c" / "amd-ryzen-9-5950x-3-40ghz-by-nephyrin.csv"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much to measure: round trips per sample, samples per run, interleaved rounds."""
+
+    round_trips: int
+    samples: int
+    rounds: int
+    compare_round_trips: int
+    compare_runs: int
+
+
+def pingpong_argv(binary: Path, a: int, b: int, mode: str, round_trips: int, samples: int, warmup: int = 3) -> list[str]:
+    return [str(binary), "-C", f"{a},{b}", "-m", mode, "-r", str(round_trips), "-s", str(samples), "-w", str(warmup)]
+
+
+# ANCHOR: stability
+def round_medians(run: Run, key: str = "one_way_ns") -> list[float]:
+    """Median of each interleaved round: one number per visit to the pair."""
+    by_round: dict[int, list[float]] = {}
+    for s in run.samples:
+        if not s.get("warmup"):
+            by_round.setdefault(s["round"], []).append(s[key])
+    return [stats.median(v) for _, v in sorted(by_round.items())]
+
+
+def stability_note(label: str, medians: list[float]) -> str | None:
+    """Say so when one pair's latency moved between rounds: its distance is not stable."""
+    if len(medians) < 2 or max(medians) / min(medians) <= UNSTABLE_RATIO:
+        return None
+    return (
+        f"CPUs {label}: the latency moved between rounds from {min(medians):.0f} to {max(medians):.0f} ns. "
+        "A virtual machine's vCPUs are moved between physical cores by the host, so its core distances are not "
+        "stable; on bare metal this points to frequency changes or another load."
+    )
+# ANCHOR_END: stability
+
+
+def measure_matrix(machine: Machine, cpus: list[int], settings: Settings, mode: str = "cas",
+                   progress: bool = True) -> dict[str, Any]:
+    """Measure every pair of `cpus`, interleaved; return a result with the matrix and raw samples."""
+    pairs = list(itertools.combinations(cpus, 2))
+    binary = ensure_built(SOURCE_DIR, "pingpong")
+    configs = [Config(f"{a},{b}", pingpong_argv(binary, a, b, mode, settings.round_trips, settings.samples))
+               for a, b in pairs]
+    runs = interleave(configs, settings.rounds, desc=f"{len(pairs)} CPU pairs", progress=progress)
+    index = {cpu: i for i, cpu in enumerate(cpus)}
+    grid: list[list[float | None]] = [[None] * len(cpus) for _ in cpus]
+    notes = []
+    for (a, b), run in zip(pairs, runs.values()):
+        grid[index[a]][index[b]] = grid[index[b]][index[a]] = stats.median(run.values("one_way_ns"))
+        note = stability_note(run.label, round_medians(run))
+        if note:
+            notes.append(note)
+    result = results.new_result(CoreToCore.name, "matrix", machine.summary(), {"mode": mode, "cpus": cpus, **asdict(settings)})
+    result.update(matrix={"cpus": cpus, "one_way_ns": grid}, runs=[r.to_json() for r in runs.values()], notes=notes)
+    return result
+
+
+def measure_pair(a: int, b: int, settings: Settings | None = None, mode: str = "cas", progress: bool = True,
+                 machine: Machine | None = None) -> dict[str, Any]:
+    """Measure one pair (for exercises and quick looks); the result is saved and returned."""
+    machine = machine or LAB.probe()
+    check_cpus([a, b], machine.online_cpus)
+    with measurement_lock(f"perflab {CoreToCore.name}: pair {a},{b}"):
+        result = measure_matrix(machine, sorted({a, b}), settings or CoreToCore.QUICK, mode, progress)
+    result["kind"] = "pair"
+    result["path"] = str(results.save(result))
+    return result
+
+
+def raw_samples(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every measured sample of a saved result, warm-up samples left out."""
+    return [s for run in result["runs"] for s in run["samples"] if not s.get("warmup")]
+
+
+# ANCHOR: relation
+def relation(machine: Machine, a: int, b: int) -> str:
+    """How two CPUs are related in the probe's topology, from closest to farthest."""
+    if b in machine.cpu(a)["smt_siblings"]:
+        return "smt-siblings"
+    if machine.cpu(a)["package"] != machine.cpu(b)["package"]:
+        return "different-socket"
+    if any(a in group and b in group for group in machine.llc_groups()):
+        return "same-llc"
+    return "different-llc"
+# ANCHOR_END: relation
+
+
+def topology_agreement(analysis: dict[str, Any], machine: Machine, cpus: list[int]) -> list[str]:
+    """Check each level recovered from latencies against the probe's groupings of the same CPUs."""
+    def restricted(groups: list[list[int]]) -> list[list[int]]:
+        return sorted(g for g in ([c for c in group if c in cpus] for group in groups) if g)
+
+    probe_levels = {"SMT siblings (probe)": restricted(machine.smt_sibling_groups()),
+                    "shared LLC (probe)": restricted(machine.llc_groups()),
+                    "package (probe)": restricted(machine.package_groups())}
+    notes = []
+    for groups, info in zip(analysis["levels"], analysis["level_info"]):
+        match = [name for name, expected in probe_levels.items() if sorted(groups) == expected]
+        notes.append(f"recovered level '{info['name']}' ({len(groups)} groups) "
+                     + (f"matches the {match[0]}" if match else "matches no grouping the probe reports"))
+    if not analysis["levels"]:
+        notes.append("no structure recovered from these latencies; the probe says: "
+                     + "; ".join(f"{name}: {' | '.join(format_cpulist(g) for g in groups)}" for name, groups in probe_levels.items()))
+    return notes
+
+
+def sample_rate(sample: dict[str, Any]) -> float:
+    """Round trips per second of one sample: the throughput two communicating threads reach."""
+    return sample["round_trips"] * 1e9 / sample["elapsed_ns"]
+
+
+def round_trip_rates(run: Run) -> list[float]:
+    return [sample_rate(s) for s in run.samples if not s.get("warmup")]
+
+
+# ANCHOR: compare
+def compare_pairs(machine: Machine, sequential: tuple[int, int], best: tuple[int, int], settings: Settings,
+                  progress: bool = True) -> dict[str, Any]:
+    """Message-passing throughput on the sequential pair and on the best pair, interleaved run by run."""
+    binary = ensure_built(SOURCE_DIR, "pingpong")
+    configs = [Config(label, pingpong_argv(binary, *pair, "two-lines", settings.compare_round_trips, 1, warmup=1))
+               for label, pair in (("sequential", sequential), ("best", best))]
+    runs = interleave(configs, settings.compare_runs, desc="sequential vs best pair", progress=progress)
+    return {"rates": {label: round_trip_rates(run) for label, run in runs.items()},
+            "runs": [r.to_json() for r in runs.values()]}
+# ANCHOR_END: compare
+
+
+def rate_summary(rates: list[float]) -> dict[str, float]:
+    """Harmonic mean of round trips per second with its 95% CI, as the seed reports it."""
+    low, high = stats.harmonic_mean_ci(rates)
+    return {"harmonic_mean": stats.harmonic_mean(rates), "ci_low": low, "ci_high": high, "n": len(rates)}
+
+
+def pick_pairs(analysis: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The naive pair (neighbours in numbering, the one crossing the coarsest boundary) and the best pair."""
+    sequential = analysis["sequential_pairs"]
+    crossing = [p for p in sequential if p["crosses"]]
+    naive = max(crossing, key=lambda p: p["one_way_ns"]) if crossing else sequential[0]
+    best = analysis["recommended_pairs"][0]
+    return tuple(naive["cpus"]), tuple(best["cpus"])
+
+
+def recorded_example() -> str:
+    """What a recorded many-core machine shows, computed from its data, for machines too small to show it."""
+    found = analyze(load(RECORDED_EXAMPLE))
+    crossing = [p for p in found["sequential_pairs"] if p["crosses"]]
+    if not crossing:
+        return f"Recorded {RECORDED_EXAMPLE.name}: no sequential pair crosses a boundary."
+    worst = max(crossing, key=lambda p: p["one_way_ns"])
+    a, b = worst["cpus"]
+    return (
+        f"Recorded data (AMD Ryzen 9 5950X): CPUs {a} and {b} are neighbours in numbering but cross a "
+        f"{worst['crosses']} boundary: {worst['one_way_ns']:.0f} ns one way, while CPU {a}'s nearest other core is "
+        f"{worst['vs_best_ns']:.0f} ns away. See it with `perflab c2c analyze {RECORDED_EXAMPLE.relative_to(REPO_ROOT)}`."
+    )
+
+
+class CoreToCore(Lab):
+    """Core numbers lie about distance: the latency matrix, the structure in it, and what pinning by it gains."""
+
+    name = "core-to-core"
+    QUICK = Settings(round_trips=1000, samples=20, rounds=3, compare_round_trips=20_000, compare_runs=10)
+    FULL = Settings(round_trips=2000, samples=100, rounds=10, compare_round_trips=200_000, compare_runs=30)
+    RUNS = ("rounds", "compare_runs")
+    EMULATED = "its vCPUs are host threads with no cache hierarchy between them, so no distance is real"
+    CANNOT_SHOW = ("Showing that numbering misleads needs 3+ CPUs with different distances: a machine with two L3 "
+                   "clusters or sockets, or the recorded matrices (`perflab c2c analyze`)")
+
+    def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> list[int]:
+        """The CPUs to measure: the given ones if they are online, else all online CPUs."""
+        online = machine.online_cpus
+        chosen = sorted(cpus) if cpus else online
+        check_cpus(chosen, online)
+        if len(chosen) < 2:
+            raise CannotShow(f"core-to-core needs at least two CPUs, got {format_cpulist(chosen) or 'none'} "
+                             f"(online: {format_cpulist(online)}); pass two or more with -C, or use a machine or VM "
+                             "with more CPUs")
+        return chosen
+
+    def measure(self, machine: Machine, cpus: list[int], settings: Settings, progress: bool) -> dict[str, Any]:
+        """The matrix and its analysis; with 3+ CPUs, the race of the naive pair against the best one."""
+        result = measure_matrix(machine, cpus, settings, progress=progress)
+        result["analysis"] = analysis = analyze(from_result(result))
+        if len(cpus) > 2:
+            sequential, best = pick_pairs(analysis)
+            result["pairs"] = {"sequential": list(sequential), "best": list(best)}
+            if set(sequential) != set(best):
+                compared = compare_pairs(machine, sequential, best, settings, progress=progress)
+                result.update(rates=compared["rates"], compare_runs=compared["runs"],
+                              summary={label: rate_summary(r) for label, r in compared["rates"].items()})
+        return result
+
+    def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
+        cpus, analysis = result["matrix"]["cpus"], result["analysis"]
+        notes = list(result["notes"]) + analysis["notes"] + topology_agreement(analysis, machine, cpus)
+        if len(cpus) == 2:
+            median = from_result(result).latency(*cpus)
+            return Verdict(self.name, "cannot-show",
+                           f"only two CPUs ({cpus[0]},{cpus[1]}) to measure: one pair, {median:.0f} ns one way, and "
+                           f"nothing to compare it with. {self.CANNOT_SHOW}.", notes=notes + [recorded_example()])
+        sequential, best = result["pairs"]["sequential"], result["pairs"]["best"]
+        if "rates" not in result:
+            return Verdict(self.name, "not-reproduced", f"here the neighbours {sequential[0]},{sequential[1]} are "
+                           "also the best pair: numbering matches distance", notes=notes)
+        verdict, reason, effect = judge_change(f"throughput on {best[0]},{best[1]} vs {sequential[0]},{sequential[1]}",
+                                               result["rates"]["sequential"], result["rates"]["best"], MIN_EFFECT)
+        for label in ("sequential", "best"):
+            notes += [f"{label}: {w}" for w in stats.instability_warnings(result["rates"][label], "round trips/s")]
+        return Verdict(self.name, verdict, reason, effect, notes=notes)
+
+
+LAB = CoreToCore()

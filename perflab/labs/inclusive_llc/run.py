@@ -1,0 +1,241 @@
+"""Lab 2, the measurement: predict from CPUID, sweep the aggressor's size beside the victim, judge."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ... import results, stats
+from ...build import ensure_built
+from ...cpulist import check_cpus
+from ...probe import Machine
+from ...verdict import Verdict, judge_change
+from .. import CannotShow, Lab
+from .programs import PMU_EVENTS, Aggressor, pmu_events, run_victim, timeline, victim_argv
+
+SOURCE_DIR = "labs/02-inclusive-llc"
+# Aggressor buffer sizes, as fractions of the LLC: from well inside it to well beyond.
+FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+ALONE = "alone"
+# The smallest slowdown worth calling an effect: the seed's Haswell victim lost about 3%.
+MIN_EFFECT = 0.02
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much to measure."""
+
+    rounds: int  # interleaved rounds: each runs the victim once alone and once per aggressor size
+    victim_ms: int  # how long each victim run lasts
+    timeline_ms: int  # each phase of the timeline: alone, with the aggressor, alone again
+    stress_seconds: int  # each stress-ng victim run
+    stress_rounds: int
+
+
+def label(fraction: float) -> str:
+    return f"{fraction:g}x LLC"
+
+
+# --- the machine: which pair, which sizes, what to expect ---------------------------------------------
+
+def llc_of(machine: Machine, cpu: int) -> dict:
+    """The last-level cache `cpu` uses, from the probe."""
+    caches = [c for c in machine.caches_of(cpu) if c["type"] in ("Data", "Unified")]
+    if not caches:
+        raise CannotShow(f"the kernel shows no caches for CPU {cpu} (/sys/devices/system/cpu/cpu{cpu}/cache is "
+                         "missing, as in many VMs): the lab cannot size the aggressor")
+    return max(caches, key=lambda c: c["level"])
+
+
+def victim_working_set(machine: Machine, cpu: int) -> int:
+    """Half the victim's L1d: it stays resident with room to spare (16 KiB if the size is unknown)."""
+    l1d = next((c for c in machine.caches_of(cpu) if c["level"] == 1 and c["type"] == "Data"), None)
+    return l1d["size_kib"] * 1024 // 2 if l1d else 16 << 10
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Where the lab measures: the two CPUs, the LLC they share, and the victim's working set."""
+
+    victim_cpu: int
+    aggressor_cpu: int
+    llc: dict
+    working_set: int
+
+    @property
+    def llc_bytes(self) -> int:
+        return self.llc["size_kib"] * 1024
+
+
+# ANCHOR: predict
+def predict(machine: Machine) -> dict[str, Any]:
+    """What CPUID's inclusion bit says this lab should see, before measuring anything."""
+    inclusive = machine.value("llc_inclusive")
+    if inclusive is True:
+        expected = "slowdown"
+        text = ("CPUID says the LLC is inclusive: once the aggressor's buffer outgrows the LLC, the LLC must evict "
+                "the victim's lines, and inclusion takes them out of the victim's L1 too. Expect the victim to "
+                "slow down from about 1x LLC on")
+    elif inclusive is False:
+        expected = "no slowdown"
+        text = ("CPUID says the LLC is not inclusive: it may evict the victim's lines without touching the "
+                "victim's L1. Expect no slowdown at any aggressor size (a snoop filter could still "
+                "back-invalidate; that would show as a surprise here)")
+    else:
+        expected = "unknown"
+        text = "CPUID does not say whether the LLC is inclusive here (see `perflab probe`): measure and see"
+    return {"llc_inclusive": inclusive, "expected": expected, "text": text}
+# ANCHOR_END: predict
+
+
+# ANCHOR: measure
+def sweep(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress: bool = True,
+          fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
+    """Victim alone and beside every aggressor size, interleaved: each round visits all, in rotated order.
+
+    One victim run gives one value: its median ns per access. The aggressor
+    keeps one buffer of the largest size and is told which part to stream.
+    """
+    victim_run = victim_argv(ensure_built(SOURCE_DIR, "victim"), pair.victim_cpu, pair.working_set, settings.victim_ms)
+    sizes = {ALONE: 0, **{label(f): int(f * pair.llc_bytes) // 64 * 64 for f in fractions}}
+    labels = list(sizes)
+    ns = {name: [] for name in labels}
+    gbps = {name: [] for name in labels}
+    counts = {name: [] for name in labels}
+    with Aggressor(ensure_built(SOURCE_DIR, "aggressor"), pair.aggressor_cpu, max(sizes.values())) as streamer:
+        bar = tqdm(total=settings.rounds * len(labels), desc="victim alone and beside each aggressor size",
+                   disable=not progress, file=sys.stderr, leave=False)
+        with bar:
+            for r in range(settings.rounds):
+                shift = r % len(labels)
+                for name in labels[shift:] + labels[:shift]:
+                    streamer.stream(sizes[name])
+                    values, counted = run_victim(victim_run, list(events))
+                    ns[name].append(stats.median(values))
+                    counts[name].append(counted)
+                    period = streamer.stream(0)  # pause: the next victim run decides its own company
+                    if sizes[name]:
+                        gbps[name].append(period["gb_per_s"])
+                    bar.update()
+    return {"sizes": sizes, "ns_per_access": ns, "aggressor_gb_per_s": {k: v for k, v in gbps.items() if v},
+            "counters": counts if events else {}}
+# ANCHOR_END: measure
+
+
+# ANCHOR: judge
+def judge_sweep(ns_per_access: dict[str, list[float]]) -> tuple[str, str, Any]:
+    """Does the victim slow down when the aggressor outgrows the LLC? Largest buffer vs smallest."""
+    small, large = label(FRACTIONS[0]), label(FRACTIONS[-1])
+    return judge_change(f"victim's time per access beside a {large} aggressor vs a {small} one",
+                        ns_per_access[small], ns_per_access[large], MIN_EFFECT,
+                        statistic=stats.median, unit="slowdown")
+# ANCHOR_END: judge
+
+
+def outcome(expected: str, verdict: str) -> str:
+    """Prediction against measurement, in words."""
+    seen = {"reproduced": "slowdown", "not-reproduced": "no slowdown"}.get(verdict)
+    if seen is None or expected == "unknown":
+        return "the measurement cannot settle the prediction" if seen is None else f"measured: {seen}"
+    if seen == expected:
+        return f"as predicted from CPUID: {seen}"
+    if expected == "no slowdown":
+        return ("NOT as predicted: the LLC is not inclusive, yet the victim slowed down. Suspects: a snoop filter "
+                "that back-invalidates, or (in a VM) vCPUs that share more than the guest is told")
+    return ("NOT as predicted: the LLC is inclusive, yet the victim kept its lines. Its refetches may be too rare "
+            "to see at this size (a larger victim working set loses more), or the LLC protects lines that hit in an L1")
+
+
+def slowdown_text(ns: dict[str, list[float]], name: str, reference: str) -> str:
+    ratio = stats.median(ns[name]) / stats.median(ns[reference]) - 1
+    low, high = stats.bootstrap_ratio_ci(ns[reference], ns[name], statistic=stats.median)
+    return f"{ratio:+.1%} (95% CI {low - 1:+.1%} to {high - 1:+.1%})"
+
+
+def measured_notes(result: dict[str, Any]) -> list[str]:
+    """Where the victim and aggressor ran, what a neighbour costs without evicting, and what to distrust."""
+    params, ns = result["params"], result["ns_per_access"]
+    llc = params["llc"]
+    notes = [
+        result["prediction"]["text"],
+        f"victim on CPU {params['victim_cpu']} ({params['working_set'] // 1024} KiB, half its L1d), aggressor on CPU "
+        f"{params['aggressor_cpu']}; they share the L{llc['level']} of {llc['size_kib'] // 1024} MiB "
+        f"(CPUs {','.join(map(str, llc['cpus']))})",
+        f"victim alone: {stats.median(ns[ALONE]):.3f} ns per access; beside the {label(FRACTIONS[0])} aggressor "
+        f"{slowdown_text(ns, label(FRACTIONS[0]), ALONE)}: what a busy neighbour costs without evicting anything",
+    ]
+    gbps = result["aggressor_gb_per_s"].get(label(FRACTIONS[-1]))
+    if gbps:
+        notes.append(f"the {label(FRACTIONS[-1])} aggressor streamed {stats.median(gbps):.1f} GB/s: it replaces the "
+                     f"whole LLC every {params['llc_bytes'] / (stats.median(gbps) * 1e9) * 1e3:.0f} ms")
+    for name in (label(FRACTIONS[0]), label(FRACTIONS[-1])):
+        notes += [f"{name}: {w}" for w in stats.instability_warnings(ns[name], "victim runs")]
+    if not params["events"]:
+        notes.append("no hardware PMU here (a VM without a virtual PMU): timing only. Where one exists the lab "
+                     f"counts {' and '.join(PMU_EVENTS)} on the victim, as the seed did")
+    return notes
+
+
+class InclusiveLLC(Lab):
+    """An inclusive LLC evicts another core's L1: a victim beside an aggressor that outgrows the LLC."""
+
+    name = "inclusive-llc"
+    QUICK = Settings(rounds=8, victim_ms=150, timeline_ms=500, stress_seconds=1, stress_rounds=3)
+    FULL = Settings(rounds=20, victim_ms=300, timeline_ms=1000, stress_seconds=3, stress_rounds=6)
+    RUNS = ("rounds",)
+    EMULATED = "an emulated CPU has no caches, so nothing can be evicted"
+    IN_A_VM = ("in a VM the LLC's size and inclusion are what the hypervisor reports, and other guests share the "
+               "real LLC: a surprise here may be the host's doing")
+    CANNOT_SHOW = ("The simulator in the notebook shows the mechanism on any machine; a multi-core machine "
+                   "(bare metal, or a KVM guest on one) can measure it")
+
+    # ANCHOR: choose_cpus
+    def choose_cpus(self, machine: Machine, cpus: list[int] | None = None) -> Pair:
+        """A victim CPU and an aggressor CPU that share the LLC but not a core.
+
+        SMT siblings share the L1 itself, which would evict the victim without
+        any help from the LLC, so they are the last resort, never the first.
+        CPU 0 takes the most interrupts, so it gets the aggressor if anything.
+        """
+        candidates = sorted(cpus) if cpus else machine.online_cpus
+        if cpus:
+            check_cpus(cpus, machine.online_cpus)
+        siblings = {cpu: set(machine.cpu(cpu)["smt_siblings"]) for cpu in candidates}
+        pairs = [(v, a) for group in machine.llc_groups() for v in group for a in group
+                 if v != a and v in siblings and a in siblings and a not in siblings[v]]
+        if not pairs:
+            groups = "; ".join(",".join(map(str, g)) for g in machine.llc_groups()) or "none shown"
+            raise CannotShow(f"no two of CPUs {candidates} share an LLC without sharing a core (LLC groups: {groups}); "
+                             "the lab needs two cores under one LLC")
+        victim, aggressor = max(pairs, key=lambda pair: (pair[0] != 0, pair[1] == 0, pair[0]))
+        return Pair(victim, aggressor, llc_of(machine, victim), victim_working_set(machine, victim))
+    # ANCHOR_END: choose_cpus
+
+    def cannot_show(self, machine: Machine, reason: CannotShow) -> Verdict:
+        verdict = super().cannot_show(machine, reason)
+        verdict.notes.append(predict(machine)["text"])
+        return verdict
+
+    def measure(self, machine: Machine, pair: Pair, settings: Settings, progress: bool) -> dict[str, Any]:
+        """The sweep, then one long victim run that draws the eviction as it happens."""
+        events = pmu_events(machine)
+        measured = sweep(pair, settings, tuple(events), progress)
+        picture = timeline(ensure_built(SOURCE_DIR, "victim"), ensure_built(SOURCE_DIR, "aggressor"), pair.victim_cpu,
+                           pair.aggressor_cpu, pair.working_set, int(FRACTIONS[-1] * pair.llc_bytes), settings.timeline_ms)
+        result = results.new_result(self.name, "sweep", machine.summary(), {
+            "victim_cpu": pair.victim_cpu, "aggressor_cpu": pair.aggressor_cpu, "llc": pair.llc,
+            "llc_bytes": pair.llc_bytes, "working_set": pair.working_set, "fractions": list(FRACTIONS),
+            "events": events, **asdict(settings)})
+        result.update(prediction=predict(machine), timeline=picture, **measured)
+        return result
+
+    def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
+        verdict, reason, effect = judge_sweep(result["ns_per_access"])
+        shown = f"{outcome(result['prediction']['expected'], verdict)}; {reason}"
+        return Verdict(self.name, verdict, shown, effect, notes=measured_notes(result))
+
+
+LAB = InclusiveLLC()

@@ -1,0 +1,150 @@
+"""The loop-alignment exercise: a slow build to fix with layout flags only, and its checks.
+
+The slow build is rebuilt here, the learner's claims are checked against its
+disassembly, and the learner's fix is raced against it in a fresh interleaved
+run, together with a known fix: if the known fix is not faster either, this
+machine does not show the effect and the grade is inconclusive, not failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ... import stats
+from ...errors import PerflabError
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Check
+from ...paths import BUILD_DIR, REPO_ROOT
+from ...verdict import judge_change
+from . import layout
+from .builds import Variant, build_variant, function_loop, measure_builds
+from .run import LAB, MIN_EFFECT, SOURCE_DIR, rates
+
+EXERCISE_SOURCE = REPO_ROOT / SOURCE_DIR / "checksum.c"
+EXERCISE_FUNCTION = "checksum"
+EXERCISE_BUILD_DIR = BUILD_DIR / "06-loop-alignment" / "exercise"
+# Alignment off, so PADDING alone decides where the loop starts.
+EXERCISE_FLAGS = ("-O2", "-fno-align-loops", "-fno-align-jumps", "-fno-align-labels")
+# Flags that move code without changing what it computes: the only fixes the exercise accepts.
+LAYOUT_FLAG_PREFIXES = ("-falign-", "-fno-align-", "-Wa,-mbranches-within-32B-boundaries", "-Wa,-malign-branch",
+                        "-DPADDING=")
+
+
+# ANCHOR: slow_build
+def exercise_slow_build(compiler: str = "gcc") -> Variant:
+    """The build of checksum.c whose loop-closing jump straddles a 64-byte line, for this compiler.
+
+    Build once without padding, see where the jump lands, and pad so that it
+    starts on the last byte of a line; then check the result in objdump.
+    """
+    plain = Variant(f"{compiler}, no padding", compiler, EXERCISE_FLAGS)
+    jump = function_loop(build_variant(EXERCISE_SOURCE, plain, EXERCISE_BUILD_DIR), EXERCISE_FUNCTION).branch
+    padding = (layout.LINE - 1 - jump.address) % layout.LINE
+    slow = Variant(f"{compiler}, slow build", compiler, EXERCISE_FLAGS + (f"-DPADDING={padding}",))
+    loop = function_loop(build_variant(EXERCISE_SOURCE, slow, EXERCISE_BUILD_DIR), EXERCISE_FUNCTION)
+    if not layout.crosses(loop.branch.address, loop.branch.end, layout.LINE):
+        raise PerflabError(f"{compiler} laid out checksum.c differently than expected (jump at {loop.branch.address:#x}); "
+                           "report this with `perflab probe --json` and your compiler version")
+    return slow
+# ANCHOR_END: slow_build
+
+
+def with_fix(slow: Variant, fix_flags: list[str]) -> Variant:
+    """The slow build with the learner's flags appended (later flags win)."""
+    return Variant(f"{slow.compiler}, your fix", slow.compiler, slow.flags + tuple(fix_flags))
+
+
+def not_layout_flags(fix_flags: list[str]) -> list[str]:
+    """The flags of a fix that could change more than where code sits."""
+    return [f for f in fix_flags if not (isinstance(f, str) and f.startswith(LAYOUT_FLAG_PREFIXES))]
+
+
+def try_fix(fix_flags: list[str], runs: int = 10, iterations: int = 20_000_000, cpu: int | None = None,
+            progress: bool = True) -> dict[str, Any]:
+    """Build the slow build and your fix, show both loops' layouts, race them in one interleaved run."""
+    bad = not_layout_flags(fix_flags)
+    if bad:
+        raise PerflabError(f"{bad[0]!r} is not a layout flag; use only {', '.join(LAYOUT_FLAG_PREFIXES)}")
+    machine = LAB.probe()
+    slow = exercise_slow_build()
+    fixed = with_fix(slow, fix_flags)
+    built = {v.name: build_variant(EXERCISE_SOURCE, v, EXERCISE_BUILD_DIR) for v in (slow, fixed)}
+    times = measure_builds(built, iterations, runs, LAB.choose_cpus(machine, [cpu] if cpu is not None else None),
+                           "slow build vs your fix", progress)
+    speedup = stats.median(times[slow.name]) / stats.median(times[fixed.name])
+    return {"layouts": {name: layout.render_lines(function_loop(binary, EXERCISE_FUNCTION)) for name, binary in built.items()},
+            "ns_per_iter": times, "speedup": speedup}
+
+
+# --- the checks ----------------------------------------------------------------------------------------
+
+RUNS = 10
+ITERATIONS = 20_000_000
+KNOWN_FIX = ["-falign-loops=64"]
+BOUNDARIES = (16, 32, 64)
+
+
+def _branch_crosses(loop: layout.Loop, block: int) -> bool:
+    """Does the loop-closing jump (with the compare fused to it) straddle a `block`-byte boundary?"""
+    return layout.crosses(*loop.branch_span(), block)
+
+
+def slow_build_fix(ns: dict) -> list[Check]:
+    slow = exercise_slow_build()
+    slow_binary = build_variant(EXERCISE_SOURCE, slow, EXERCISE_BUILD_DIR)
+    slow_loop = function_loop(slow_binary, EXERCISE_FUNCTION)
+    checks = []
+
+    start = ns.get("LOOP_START_IN_LINE")
+    expected_start = slow_loop.start % layout.LINE
+    checks.append(Check("where the slow build's loop starts in its 64-byte line", PASSED if start == expected_start else FAILED,
+                        f"{expected_start} (objdump: loop at {slow_loop.start:#x})", repr(start)))
+
+    fix = ns.get("FIX_FLAGS")
+    valid = isinstance(fix, (list, tuple)) and fix and not not_layout_flags(list(fix))
+    checks.append(Check("FIX_FLAGS are layout flags only", PASSED if valid else FAILED,
+                        f"a non-empty list of flags starting with {', '.join(LAYOUT_FLAG_PREFIXES)}", repr(fix)))
+    if not valid:
+        return checks
+    try:
+        fixed = with_fix(slow, list(fix))
+        fixed_binary = build_variant(EXERCISE_SOURCE, fixed, EXERCISE_BUILD_DIR)
+        fixed_loop = function_loop(fixed_binary, EXERCISE_FUNCTION)
+    except PerflabError as err:
+        checks.append(Check("your fix builds", FAILED, "a build and a loop objdump can find", str(err)))
+        return checks
+
+    claim = ns.get("CROSSED_BOUNDARY")
+    in_slow = claim in BOUNDARIES and _branch_crosses(slow_loop, claim)
+    in_fixed = claim in BOUNDARIES and _branch_crosses(fixed_loop, claim)
+    checks.append(Check("the boundary you named: crossed in the slow build, not in your fix",
+                        PASSED if in_slow and not in_fixed else FAILED,
+                        f"one of {BOUNDARIES} that the slow build's loop-closing jump crosses and your fix's does not",
+                        f"{claim!r}: " + ("not a boundary size" if claim not in BOUNDARIES else
+                                          f"slow build {'crosses' if in_slow else 'does not cross'} it, "
+                                          f"your fix {'still crosses' if in_fixed else 'does not'}")))
+    checks.append(_race(slow, slow_binary, fixed, fixed_binary))
+    return checks
+
+
+def _race(slow: Variant, slow_binary: Path, fixed: Variant, fixed_binary: Path) -> Check:
+    """Slow build, your fix (both built already) and a known fix in one interleaved run: is yours faster?"""
+    known = Variant("known fix", slow.compiler, slow.flags + tuple(KNOWN_FIX))
+    built = {slow.name: slow_binary, fixed.name: fixed_binary,
+             known.name: build_variant(EXERCISE_SOURCE, known, EXERCISE_BUILD_DIR)}
+    cpu = LAB.choose_cpus(LAB.probe(), None)
+    times = measure_builds(built, ITERATIONS, RUNS, cpu, "grading: slow build vs fixes", progress=False)
+    mine, mine_reason, _ = judge_change("your fix vs slow build", rates(times[slow.name]), rates(times[fixed.name]),
+                                        MIN_EFFECT)
+    known_result, known_reason, _ = judge_change("known fix vs slow build", rates(times[slow.name]),
+                                                 rates(times[known.name]), MIN_EFFECT)
+    expected = f"at least {MIN_EFFECT:.0%} more iterations per second than the slow build, significantly"
+    if mine == "reproduced":
+        return Check("your fix is faster, measured just now", PASSED, expected, mine_reason)
+    if known_result != "reproduced":
+        return Check("your fix is faster, measured just now", INCONCLUSIVE, expected,
+                     f"{mine_reason}; but the known fix was not faster either ({known_reason}): this machine did not "
+                     "show the effect in this run; rerun, or grade on a machine whose front end shows it")
+    if mine == "inconclusive":
+        return Check("your fix is faster, measured just now", INCONCLUSIVE, expected, f"{mine_reason}; grade again")
+    return Check("your fix is faster, measured just now", FAILED, expected, f"{mine_reason} (a known fix was faster: {known_reason})")

@@ -1,0 +1,121 @@
+"""The list of labs, labs/manifest.toml.
+
+Schema (format_version 1):
+  [[lab]]       one table per lab, in course order:
+    number      its place in the course; the folder is labs/NN-name/
+    name        stable short name: `perflab run NAME`, results/NAME/
+    title       the chapter's title, as the book's SUMMARY writes it
+    phenomenon  one line for the tables of the README and the introduction
+    status      "ready" (in this version) or "planned" (a draft chapter)
+    here        how this machine can show it, or "" when it cannot
+    vm          VM profiles (vm/NAME.toml) that can show it
+    recorded    the recorded data it replays, or ""
+    exercises   names from exercises/manifest.toml, in the order learners meet them
+
+The package of a lab is perflab/labs/<name with _ for ->/; perflab/labs/__init__.py
+says what it must hold.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ..errors import PerflabError
+from ..paths import LABS_DIR
+
+FORMAT_VERSION = 1
+MANIFEST = LABS_DIR / "manifest.toml"
+STATUSES = ("ready", "planned")
+KEYS = {"number": int, "name": str, "title": str, "phenomenon": str, "status": str, "here": str, "vm": list,
+        "recorded": str, "exercises": list}
+
+
+@dataclass(frozen=True)
+class LabInfo:
+    """One lab as the manifest lists it."""
+
+    number: int
+    name: str
+    title: str
+    phenomenon: str
+    status: str
+    here: str
+    vm: tuple[str, ...]
+    recorded: str
+    exercises: tuple[str, ...]
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+    @property
+    def folder(self) -> str:
+        """The lab's folder in the checkout: its C programs, notebook and README."""
+        return f"labs/{self.number:02d}-{self.name}"
+
+    @property
+    def package(self) -> str:
+        return f"perflab.labs.{self.name.replace('-', '_')}"
+
+    @property
+    def chapter(self) -> str:
+        """The book's chapter, relative to book/src."""
+        return f"labs/{self.number:02d}-{self.name}.md"
+
+    def load(self):
+        """The lab's one instance, LAB, from its package."""
+        if not self.ready:
+            raise PerflabError(f"lab {self.name} is planned but not in this version of the course; "
+                               f"available: {', '.join(available())}")
+        return importlib.import_module(self.package).LAB
+
+
+def _entry(table: dict, path: Path) -> LabInfo:
+    where = f"{path}: lab {table.get('name', '?')!r}"
+    if set(table) != set(KEYS):
+        raise PerflabError(f"{where} must set exactly {', '.join(KEYS)}")
+    for key, kind in KEYS.items():
+        if not isinstance(table[key], kind):
+            raise PerflabError(f"{where}: {key} must be a {kind.__name__}")
+    if table["status"] not in STATUSES:
+        raise PerflabError(f"{where}: status must be one of {', '.join(STATUSES)}")
+    return LabInfo(**{**table, "vm": tuple(table["vm"]), "exercises": tuple(table["exercises"])})
+
+
+@cache
+def labs(path: Path = MANIFEST) -> tuple[LabInfo, ...]:
+    """Every lab of the manifest, in course order."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise PerflabError(f"cannot read the lab manifest {path}: {err}") from None
+    if data.get("format_version") != FORMAT_VERSION:
+        raise PerflabError(f"{path}: format_version must be {FORMAT_VERSION}; update perflab or the manifest")
+    found = tuple(_entry(table, path) for table in data.get("lab", []))
+    if [lab.number for lab in found] != sorted({lab.number for lab in found}):
+        raise PerflabError(f"{path}: labs must be listed once each, in the order of their numbers")
+    return found
+
+
+def available() -> list[str]:
+    """The names of the labs in this version of the course."""
+    return [lab.name for lab in labs() if lab.ready]
+
+
+def find(name: str) -> LabInfo:
+    for lab in labs():
+        if lab.name == name:
+            return lab
+    raise PerflabError(f"unknown lab {name!r}; choose one of: {', '.join(available())} (or `all`)")
+
+
+def lab_of_exercise(exercise: str) -> LabInfo:
+    """The lab whose manifest entry lists this exercise."""
+    for lab in labs():
+        if exercise in lab.exercises:
+            return lab
+    raise PerflabError(f"exercise {exercise!r} is in no lab's `exercises` in {MANIFEST}: add it there")

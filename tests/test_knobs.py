@@ -1,0 +1,181 @@
+"""System knobs and their journal, on copies of fixture trees: every change is put back, however the run ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURE_MACHINES, REPO, run_cli
+from perflab import journal, system
+from perflab.errors import PerflabError
+from perflab.knobs import Governor, IrqAffinity, NumaBalancing, RqAffinity, Turbo, disk_irqs, used_by_labs
+from perflab.labs import Lab
+from perflab.results import new_result
+from perflab.sysfs import SysRoot
+from perflab.verdict import Verdict
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    """A private copy of a recorded server's kernel files (symbolic links kept, as sysfs has them)."""
+    copy = tmp_path / "root"
+    shutil.copytree(FIXTURE_MACHINES / "intel-2s-smt", copy, symlinks=True)
+    return copy
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def test_knobs_read_what_the_fixture_holds(tree):
+    root = SysRoot(tree)
+    assert Turbo(root=root).read() == "0" and Turbo(root=root).meaning("0") == "on" and Turbo(root=root).off == "1"
+    assert NumaBalancing(root=root).read() == "1"
+    assert RqAffinity("nvme0n1", root).meaning("2") == "the submitting CPU itself"
+    assert disk_irqs(root, "nvme0n1") == [120, 121, 122, 123]
+    assert IrqAffinity("122", root).read() == "16-31"
+    kinds = [knob.kind for knob in used_by_labs(root)]
+    assert kinds.count("governor") == 64 and kinds.count("irq_affinity") == 4 and "rq_affinity" in kinds
+
+
+@pytest.mark.parametrize("knob, target", [(RqAffinity, "../../etc/passwd"), (IrqAffinity, "7; rm"),
+                                          (Governor, "cpu0"), (NumaBalancing, "x")])
+def test_a_target_is_a_name_never_a_path(knob, target):
+    with pytest.raises(PerflabError, match="is not a"):
+        knob(target, SysRoot("/nonexistent"))
+
+
+def test_show_folds_alike_knobs_and_says_what_changed(tree):
+    root = SysRoot(tree)
+    text = system.show(root)
+    assert "governor policy0..policy63 (64)" in text and "the first CPU of the submitter's group" in text
+    with journal.SystemChanges(root=root) as changes:
+        changes.set(RqAffinity("nvme0n1", root), "2")
+        assert f"a run, pid {os.getpid()} (was 1)" in system.show(root)
+    assert "a run, pid" not in system.show(root)
+
+
+def test_a_block_restores_on_exit_and_on_error(tree):
+    root, before = SysRoot(tree), snapshot(tree)
+    with journal.SystemChanges(root=root) as changes:
+        changes.set(RqAffinity("nvme0n1", root), "2")
+        changes.set(IrqAffinity("120", root), "5")
+        changes.set(RqAffinity("nvme0n1", root), "0")  # twice: the first old value wins in the end
+        assert RqAffinity("nvme0n1", root).read() == "0" and IrqAffinity("120", root).read() == "5"
+    assert snapshot(tree) == before
+    with pytest.raises(ZeroDivisionError), journal.SystemChanges(root=root) as changes:
+        changes.set(NumaBalancing(root=root), "0")
+        1 / 0
+    assert snapshot(tree) == before and not journal.Journal(root).path.exists()
+
+
+def test_a_missing_knob_is_one_clear_error(tree):
+    root = SysRoot(tree)
+    with pytest.raises(PerflabError, match="not available on this machine"), journal.SystemChanges(root=root) as changes:
+        changes.set(RqAffinity("sdz", root), "2")
+
+
+CHANGER = textwrap.dedent("""
+    import time
+    from perflab.journal import SystemChanges
+    from perflab.knobs import IrqAffinity, NumaBalancing, RqAffinity
+    with SystemChanges() as changes:
+        changes.set(RqAffinity("nvme0n1"), "2")
+        changes.set(IrqAffinity("121"), "3")
+        changes.set(NumaBalancing(), "0")
+        print("changed", flush=True)
+        time.sleep(60)
+""")
+
+
+def _changer(tree: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", CHANGER], stdout=subprocess.PIPE, text=True, cwd=REPO,
+                               env={**os.environ, "PERFLAB_SYSROOT": str(tree)})
+    assert process.stdout.readline().strip() == "changed"
+    assert (tree / "sys/block/nvme0n1/queue/rq_affinity").read_text() == "2\n"
+    return process
+
+
+def test_kill_9_mid_change_then_system_reset_leaves_the_tree_byte_identical(tree):
+    before = snapshot(tree)
+    changer = _changer(tree)
+    changer.kill()  # SIGKILL: no finally, no handler runs
+    changer.wait()
+    assert snapshot(tree) != before, "the killed process left its changes behind"
+    done = run_cli("system", "reset", env={"PERFLAB_SYSROOT": str(tree)})
+    assert done.returncode == 0, done.stderr
+    assert "rq_affinity nvme0n1 back to '1'" in done.stdout and "numa_balancing back to '1'" in done.stdout
+    assert snapshot(tree) == before
+
+
+def test_sigterm_restores_in_the_process_itself(tree):
+    before = snapshot(tree)
+    changer = _changer(tree)
+    changer.send_signal(signal.SIGTERM)
+    assert changer.wait(timeout=30) == 128 + signal.SIGTERM
+    assert snapshot(tree) == before
+
+
+class _Stub(Lab):
+    """The smallest lab: the skeleton around it is what is tested."""
+
+    name = "core-to-core"
+    QUICK = FULL = None
+
+    def choose_cpus(self, machine, cpus):
+        return None
+
+    def measure(self, machine, placement, settings, progress):
+        return new_result(self.name, "stub", {}, {})
+
+    def judge(self, machine, result):
+        return Verdict(self.name, "inconclusive", "a stub")
+
+
+def test_the_next_run_replays_what_a_killed_run_left(tree, monkeypatch, capsys):
+    before = snapshot(tree)
+    changer = _changer(tree)
+    changer.kill()
+    changer.wait()
+    monkeypatch.setenv("PERFLAB_SYSROOT", str(tree))
+    verdict = _Stub().run(quick=True, progress=False)
+    assert verdict.results and snapshot(tree) == before
+    assert "perflab: restored rq_affinity nvme0n1 back to '1'" in capsys.readouterr().err
+
+
+def test_a_live_run_is_left_alone_and_tune_stays_until_reset(tmp_path):
+    copy = tmp_path / "amd"
+    shutil.copytree(FIXTURE_MACHINES / "amd-chiplet", copy, symlinks=True)
+    root, before = SysRoot(copy), snapshot(copy)
+    done = system.tune(root)
+    assert "governor policy0: schedutil -> performance" in done and "turbo: 1 -> 0" in done
+    assert journal.recover(root) == [], "a run's recovery never undoes `system tune`"
+    assert Governor("policy3", root).read() == "performance"
+    with journal.SystemChanges(root=root) as changes:
+        changes.set(RqAffinity("nvme0n1", root), "2")
+        assert journal.recover(root) == [], "this run is alive: its change stays"
+        restored = journal.reset(root)
+        assert "governor policy3 back to 'schedutil'" in restored and "turbo back to '1'" in restored
+        assert RqAffinity("nvme0n1", root).read() == "2", "reset leaves a live run's change to the run"
+    assert snapshot(copy) == before
+    system.tune(root)
+    assert system.reset_all(root) and snapshot(copy) == before
+
+
+def test_a_damaged_journal_line_is_skipped_not_fatal(tree, capsys):
+    root = SysRoot(tree)
+    path = journal.Journal(root).path
+    path.parent.mkdir(parents=True)
+    entry = {"kind": "numa_balancing", "target": "", "old": "1", "owner": "run", "pid": 1, "started": -1}
+    path.write_text("{not json\n" + json.dumps(entry) + "\n")
+    NumaBalancing(root=root).write("0")
+    assert journal.recover(root) == ["numa_balancing back to '1'"]
+    assert "damaged line" in capsys.readouterr().err and NumaBalancing(root=root).read() == "1"
