@@ -99,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     from .grading import grade
 
-    report = grade(args.exercise, notebook=args.notebook)
+    report = grade(args.exercise, notebook=args.notebook, timeout=args.timeout)
     if args.json:
         _print_json(report.to_json())
     else:
@@ -271,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=_examples("perflab grade c2c-harmonic-mean", "perflab grade c2c-pipeline-pinning --json",
                                         "perflab grade c2c-measure-pair --notebook my-copy.ipynb"))
     p.add_argument("exercise", help="exercise name, as in exercises/manifest.toml")
-    p.add_argument("--notebook", help="grade this notebook instead of the one in exercises/")
+    p.add_argument("--notebook", help="grade this notebook instead of the one in exercises/ (not recorded as progress)")
+    p.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
+                   help="stop a cell that runs longer than this (default 600): graded as failed")
     p.add_argument("--json", action="store_true", help="print each check as JSON")
     p.set_defaults(func=cmd_grade)
 

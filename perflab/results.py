@@ -2,12 +2,21 @@
 
 Layout: results/<lab>/<UTC timestamp>-<kind>.json. Files are written to a
 temporary name and renamed, so a crash or Ctrl-C never leaves half a file.
+
+Every saved result carries its provenance: which perflab and which machine
+(/etc/machine-id) wrote it, and a SHA-256 digest over everything else in it.
+A grader that relies on a result checks the provenance first (`provenance_problems`):
+a file typed by hand, edited afterwards or brought from another machine is
+refused. It is a check against mistakes and shortcuts, not a signature: anyone
+who can run perflab can write a result.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -55,6 +64,47 @@ def new_result(lab: str, kind: str, machine_summary: dict, params: dict[str, Any
     }
 
 
+def machine_id() -> str:
+    """This installation's id (systemd's /etc/machine-id), or the host name where there is none."""
+    try:
+        return Path("/etc/machine-id").read_text().strip() or platform.node()
+    except OSError:
+        return platform.node()
+
+
+def digest(result: dict[str, Any]) -> str:
+    """SHA-256 over the result without its provenance and its own path, in a canonical JSON form."""
+    body = {k: v for k, v in result.items() if k not in ("provenance", "path")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def with_provenance(result: dict[str, Any], measured_on: str | None = None) -> dict[str, Any]:
+    """The result with its provenance: this perflab, the machine it was measured on (this one unless told), its digest."""
+    return {**result, "provenance": {"perflab": perflab_version(), "machine_id": measured_on or machine_id(),
+                                     "sha256": digest(result)}}
+
+
+@functools.cache
+def perflab_version() -> str:
+    try:
+        return importlib.metadata.version("perflab")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed (run from a checkout)"
+
+
+def provenance_problems(result: dict[str, Any]) -> list[str]:
+    """Why a grader should not believe this result; [] when it was written here by perflab and left as it was."""
+    found = result.get("provenance")
+    if not isinstance(found, dict):
+        return ["it has no provenance: it was not written by perflab (rerun the measurement)"]
+    problems = []
+    if found.get("sha256") != digest(result):
+        problems.append("its samples or settings were changed after perflab wrote it (the digest differs)")
+    if found.get("machine_id") != machine_id():
+        problems.append("it was measured on another machine")
+    return problems
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
@@ -77,14 +127,7 @@ def save(result: dict[str, Any], folder: Path | None = None) -> Path:
     while path.exists():  # two results in the same second
         n += 1
         path = folder / f"{stamp}-{result['kind']}-{n}.json"
-    write_atomic(path, json.dumps(result, indent=1) + "\n")
-    return path
-
-
-def update(result: dict[str, Any]) -> Path:
-    """Rewrite a saved result in place (it gained a confirmation or a verdict); return its path."""
-    path = Path(result["path"])
-    write_atomic(path, json.dumps(result, indent=1) + "\n")
+    write_atomic(path, json.dumps(with_provenance(result), indent=1) + "\n")
     return path
 
 

@@ -23,6 +23,9 @@ MAX_CV = 0.10  # a coefficient of variation above 10% means the machine was not 
 MAX_OUTLIER_FRACTION = 0.05  # more than 5% of samples beyond the Tukey fences is not "a few hiccups"
 DRIFT_P = 0.01  # Mann-Whitney p below this between the run's halves: the halves really differ
 DRIFT_MIN_CHANGE = 0.05  # ...and their medians differ by more than 5%: large enough to matter
+STEP_ALPHA = 0.01  # a step change must be this significant, after Bonferroni over the splits tried
+STEP_MIN_CHANGE = 0.10  # ...and move the median by 10% or more
+STEP_MIN_SEGMENT = 4  # samples on each side of a step, at the least
 
 _BOOTSTRAP_CHUNK = 1_000_000  # resampled values drawn per numpy call (bounds memory)
 
@@ -348,6 +351,29 @@ def _drift_warning(values: list[float], what: str) -> str | None:
             "(frequency, migration, another load); interleave configurations and rerun"
         )
     return None
+
+
+def step_change(xs: Sequence[float], min_change: float = STEP_MIN_CHANGE,
+                min_segment: int = STEP_MIN_SEGMENT) -> int | None:
+    """Where a sequence steps to another level and stays (a VM's vCPU moved, a load arrived): the index of the
+    first sample after the step, or None.
+
+    Every split with `min_segment` samples on each side whose medians differ by `min_change` or more is
+    tested with Mann-Whitney; the most significant one is a step when its p, times the number of splits
+    tried, is below STEP_ALPHA. A single outlier is not a step; a large drift is reported as one, and
+    either way the samples before it describe another state of the machine.
+    """
+    values = _samples(xs, 1, "a step-change search")
+    splits = range(min_segment, len(values) - min_segment + 1)
+    found: list[tuple[float, int]] = []
+    for k in splits:
+        before, after = median(values[:k]), median(values[k:])
+        if before != 0 and abs(after / before - 1) >= min_change:
+            found.append((mann_whitney_u(values[:k], values[k:])[1], k))
+    if not found:
+        return None
+    p, k = min(found)
+    return k if p * len(splits) < STEP_ALPHA else None
 
 
 def instability_warnings(xs: Sequence[float], what: str = "samples") -> list[str]:

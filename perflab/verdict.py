@@ -30,6 +30,12 @@ class Effect:
     ci_low: float | None = None
     ci_high: float | None = None
     p_value: float | None = None
+    confidence: float = 0.95  # of the CI: a sequential race's looks use more than 95%
+
+    def text(self) -> str:
+        """"name: +7.2% (95% CI +4.9% to +9.6%, p = 2e-06)"."""
+        return (f"{self.name}: {self.value:+.1%} ({100 * self.confidence:.4g}% CI {self.ci_low:+.1%} to "
+                f"{self.ci_high:+.1%}, p = {self.p_value:.2g})")
 
 
 @dataclass
@@ -69,23 +75,25 @@ def judge_change(
     min_effect: float,
     statistic: Callable[[Sequence[float]], float] = stats.harmonic_mean,
     unit: str = "relative change",
+    alpha: float = ALPHA,
 ) -> tuple[str, str, Effect]:
     """Decide whether `treatment` beats `baseline` by at least `min_effect` (a fraction, e.g. 0.03).
 
     The effect is statistic(treatment) / statistic(baseline) - 1, with a
-    bootstrap CI; the p-value is Mann-Whitney's, which does not assume normal
-    timings (they rarely are). Higher is better: pass rates, not times.
+    bootstrap CI at 1 - alpha; the p-value is Mann-Whitney's, which does not
+    assume normal timings (they rarely are). Higher is better: pass rates, not
+    times. A sequential race judges at a smaller alpha at each look (see
+    perflab.sequential), so that looking often does not raise the error rate.
     """
-    low, high = stats.bootstrap_ratio_ci(baseline, treatment, statistic=statistic)
+    low, high = stats.bootstrap_ratio_ci(baseline, treatment, statistic=statistic, confidence=1 - alpha)
     value = statistic(treatment) / statistic(baseline) - 1
     _, p = stats.mann_whitney_u(baseline, treatment)
-    effect = Effect(name, value, unit, low - 1, high - 1, p)
-    shown = f"{value:+.1%} (95% CI {low - 1:+.1%} to {high - 1:+.1%}, p = {p:.2g})"
-    if p < ALPHA and low - 1 >= min_effect:
-        return "reproduced", f"{name}: {shown}", effect
+    effect = Effect(name, value, unit, low - 1, high - 1, p, 1 - alpha)
+    if p < alpha and low - 1 >= min_effect:
+        return "reproduced", effect.text(), effect
     if high - 1 < min_effect:
-        return "not-reproduced", f"{name}: {shown}; an effect of {min_effect:.0%} or more is ruled out", effect
-    return "inconclusive", f"{name}: {shown}; too uncertain to decide: rerun with more runs (--runs)", effect
+        return "not-reproduced", f"{effect.text()}; an effect of {min_effect:.0%} or more is ruled out", effect
+    return "inconclusive", f"{effect.text()}; too uncertain to decide: rerun with more runs (--runs)", effect
 # ANCHOR_END: judge_change
 
 

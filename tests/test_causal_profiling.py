@@ -250,20 +250,14 @@ def test_critical_lines_are_block_hash_and_its_call():
     assert len(lines) == 3 and "block_hash(b)" in source[lines[-1] - 1] and "MIX(h, b->words[i])" in source[lines[1] - 1]
 
 
-def _hot_fix(source: str) -> str:
-    """Build inflate_block's table once: perf's first choice, made really faster, the digest unchanged."""
-    fixed = source.replace("    uint64_t table[TABLE];\n    for (int i = 0; i < TABLE; i++) {",
-                           "    static uint64_t table[TABLE];\n    static int built;\n    for (int i = 0; i < TABLE && !built; i++) {")
-    fixed = fixed.replace("        table[i] = h;\n    }\n", "        table[i] = h;\n    }\n    built = 1;\n", 1)
-    assert fixed != source
-    return fixed
-
-
 @needs_two_cpus
 def test_optimising_perfs_hottest_function_does_not_pass(isolated_state):
     source = checks.EXERCISE_SOURCE.read_text()
-    found = checks.find_the_line({"CHOSEN_LINE": "ingest.c:44", "MY_SOURCE": _hot_fix(source)})
-    assert [c.status for c in found] == [FAILED, PASSED, FAILED] or found[-1].status == INCONCLUSIVE
+    wrong = checks.known_wrong_fix(source)
+    assert wrong != source
+    found = checks.find_the_line({"CHOSEN_LINE": "ingest.c:44", "MY_SOURCE": wrong})
+    assert [c.status for c in found[:2]] == [FAILED, PASSED]
+    assert found[2].status in (FAILED, INCONCLUSIVE), "the very fix the grader knows to be wrong never passes"
 
 
 def test_a_wrong_result_or_a_broken_build_fails_fast(isolated_state):

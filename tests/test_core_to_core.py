@@ -18,6 +18,7 @@ from perflab.labs.core_to_core.figures import figures
 from perflab.labs.core_to_core.matrix import from_result, load
 from perflab.probe import probe
 from perflab.runner import Run
+from perflab.sequential import Race
 
 from conftest import run_cli
 
@@ -128,7 +129,9 @@ def test_compare_pairs_measures_both_configurations(isolated_state):
     machine = probe()
     a, b = ONLINE[:2]
     result = lab.compare_pairs(machine, (a, b), (b, a), LAB.QUICK, progress=False)
-    assert len(result["rates"]["sequential"]) == len(result["rates"]["best"]) == LAB.QUICK.compare_runs
+    raced = result["race"]
+    assert len(result["rates"]["sequential"]) == len(result["rates"]["best"]) <= LAB.QUICK.compare_runs
+    assert raced["stopped"] in ("decided", "rounds", "budget") and raced["looks"] >= 1
     summary = lab.rate_summary(result["rates"]["best"])
     assert summary["ci_low"] <= summary["harmonic_mean"] <= summary["ci_high"]
 
@@ -178,9 +181,8 @@ def test_run_on_a_many_core_machine_races_the_crossing_pair(monkeypatch, isolate
         rng = random.Random(7)
         rates = {"sequential": [rng.gauss(5.9e6, 0.1e6) for _ in range(30)],
                  "best": [rng.gauss(6.4e6, 0.1e6) for _ in range(30)]}
-        result = results.new_result(LAB.name, "compare", machine.summary(), {"sequential": list(sequential), "best": list(best)})
-        result.update(rates=rates, runs=[])
-        return result
+        race = Race(["sequential", "best"], rates, alpha_per_look=0.05 / 6, looks=6, stopped="rounds")
+        return {"rates": rates, "race": race.to_json()}
 
     monkeypatch.setattr(LAB, "probe", lambda: ryzen)
     monkeypatch.setattr(lab, "measure_matrix", fake_matrix)

@@ -146,7 +146,7 @@ def test_every_copy_is_the_same_bytes_at_its_own_offset():
 
 def test_short_real_sweep_finds_slow_and_fast_offsets():
     """Statistical, not timed: a slow offset must differ significantly from the fastest; three tries."""
-    settings = lab.Settings(iterations=200_000, rounds=12, confirm_rounds=12, seed_iterations=1, seed_runs=1)
+    settings = lab.Settings(iterations=200_000, rounds=12, confirm_rounds=12, confirm_budget_s=10, seed_iterations=1, seed_runs=1)
     for _ in range(3):
         found = lab.sweep("alu", LAB.choose_cpus(LAB.probe(), None), settings, progress=False)
         if found["classification"]["slow"]:
@@ -165,7 +165,7 @@ def test_seed_builds_skip_a_missing_compiler_with_a_reason():
 
 
 def test_seed_side_by_side_measures_every_build():
-    settings = lab.Settings(iterations=1, rounds=1, confirm_rounds=1, seed_iterations=2_000_000, seed_runs=3)
+    settings = lab.Settings(iterations=1, rounds=1, confirm_rounds=1, confirm_budget_s=1, seed_iterations=2_000_000, seed_runs=3)
     result = builds.seed_side_by_side(settings=settings, progress=False)
     assert set(result["ns_per_iter"]) == set(result["layouts"]) and builds.SEED_BASELINE in result["ns_per_iter"]
     assert all(len(v) == 3 for v in result["ns_per_iter"].values())

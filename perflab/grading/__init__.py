@@ -1,4 +1,9 @@
-"""Autograding: run a learner's notebook, check what it produced, say expected and got.
+"""Autograding: run a learner's notebook in a fresh kernel, check what it produced, say expected and got.
+
+The learner's code runs in its own kernel (perflab.grading.kernel); the checks
+run here, on the plain data that came back, and recompute every expected value
+themselves: from raw result files whose provenance holds, from recorded data,
+or from a fresh measurement.
 
 A check passes, fails, or is inconclusive (a fresh measurement disagreed in a
 way a rerun can settle): inconclusive is never reported as a failure.
@@ -6,16 +11,16 @@ way a rerun can settle): inconclusive is never reported as a failure.
 
 from __future__ import annotations
 
-import contextlib
-import io
+import datetime as dt
 import os
+import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import nbformat
+from typing import Any, Callable
 
 from . import progress
+from .kernel import CELL_TIMEOUT_S, run_notebook
 from .manifest import load_manifest
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
@@ -62,30 +67,27 @@ class Report:
         return "\n".join(lines)
 
 
-def execute_notebook(path: Path) -> tuple[dict[str, Any], list[str]]:
-    """Run the notebook's code cells in one namespace, as a kernel would; skip cells tagged `check`.
+def calls(**functions: Callable[[], list[list]]):
+    """Declare the learner's functions a check needs, each with a maker of fresh inputs (lists of arguments).
 
-    Errors do not stop the run: a learner's unfinished cell should cost the
-    checks that need it, not every check.
+        @calls(my_harmonic_mean=fresh_rate_lists)
+        def harmonic_mean(answers): ...
+
+    The inputs are made anew for every grading, passed into the learner's kernel, and only the results come
+    back: answers["my_harmonic_mean"] is a FunctionAnswer, whose results line up with answers.inputs[...].
     """
-    notebook = nbformat.read(path, as_version=4)
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    errors: list[str] = []
-    old_cwd = os.getcwd()
-    os.chdir(path.parent)
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    try:
-        for number, cell in enumerate(notebook.cells, 1):
-            if cell.cell_type != "code" or "check" in cell.metadata.get("tags", []):
-                continue
-            try:
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    exec(compile(cell.source, f"{path.name} cell {number}", "exec"), namespace)
-            except Exception as err:  # a learner's cell may raise anything
-                errors.append(f"cell {number}: {type(err).__name__}: {err}")
-    finally:
-        os.chdir(old_cwd)
-    return namespace, errors
+    def mark(check_function: Callable) -> Callable:
+        check_function.functions = functions
+        return check_function
+    return mark
+
+
+class Answers(dict):
+    """What the learner's kernel produced: plain values by name, FunctionAnswers, and the inputs they were given."""
+
+    def __init__(self, values: dict[str, Any], inputs: dict[str, list[list]]):
+        super().__init__(values)
+        self.inputs = inputs
 
 
 def _hint(exercise, attempts: int) -> str | None:
@@ -93,27 +95,25 @@ def _hint(exercise, attempts: int) -> str | None:
     return exercise.hints[min(attempts, len(exercise.hints) - 1)] if exercise.hints else None
 
 
-def check(name: str, namespace: dict[str, Any], record: bool = True, cell_errors: list[str] | None = None) -> Report:
-    """Run the exercise's checks against a namespace (a notebook's globals())."""
+def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = True,
+          timeout: float = CELL_TIMEOUT_S) -> Report:
+    """Grade an exercise: run its notebook (the learner's copy unless told otherwise) in a fresh kernel, then check
+    what it produced here. Progress is recorded only for the learner's own copy."""
     exercise = load_manifest().find(name)
-    report = Report(name, exercise.check_function()(namespace), cell_errors or [])
+    path = Path(notebook) if notebook else exercise.exercise_path
+    check_function = exercise.check_function()
+    inputs = {fn: make() for fn, make in getattr(check_function, "functions", {}).items()}
+    values, errors = run_notebook(path, inputs, timeout)
+    report = Report(name, check_function(Answers(values, inputs)), errors)
     if report.status == FAILED:
         report.hint = _hint(exercise, progress.failures(name))
-    if record:
+    if record and path.resolve() == exercise.exercise_path.resolve():
         progress.record(name, report.status)
     return report
 
 
-def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = True) -> Report:
-    """Grade an exercise: run its notebook (the learner's copy unless told otherwise) and check it."""
-    exercise = load_manifest().find(name)
-    path = Path(notebook) if notebook else exercise.exercise_path
-    namespace, errors = execute_notebook(path)
-    return check(name, namespace, record=record, cell_errors=errors)
-
-
-def check_button(name: str, namespace: dict[str, Any]):
-    """A button for the notebook: click to run the checks on the notebook's current state."""
+def check_button(name: str):
+    """A button for the notebook: grade the notebook as saved, in a fresh kernel, as `perflab grade NAME` does."""
     import ipywidgets as widgets
 
     button = widgets.Button(description=f"Check {name}", button_style="primary", icon="check",
@@ -122,8 +122,14 @@ def check_button(name: str, namespace: dict[str, Any]):
 
     def on_click(_):
         output.clear_output()
+        button.disabled = True
         with output:
-            print(check(name, namespace).render())
+            saved = load_manifest().find(name).exercise_path
+            print(f"grading {saved.name} as saved at {dt.datetime.fromtimestamp(saved.stat().st_mtime):%H:%M:%S} "
+                  "(save first: Ctrl-S), from the top, in a fresh kernel...", flush=True)
+            done = subprocess.run([sys.executable, "-m", "perflab", "grade", name], capture_output=True, text=True)
+            print(done.stdout or done.stderr)
+        button.disabled = False
 
     button.on_click(on_click)
     return widgets.VBox([button, output])

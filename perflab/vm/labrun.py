@@ -66,6 +66,7 @@ def bring_back(guest_results: Path, host_results: Path, vm: dict, guest_probe: d
             data["guest_probe"] = guest_probe
             if "path" in data:
                 data["path"] = str(target)
+            data = results.with_provenance(data, measured_on=(data.get("provenance") or {}).get("machine_id", "guest"))
         results.write_atomic(target, json.dumps(data, indent=1) + "\n")
         copied.append(target)
     for source in sorted(p for p in guest_results.rglob("*") if p.is_file() and p.suffix != ".json"):

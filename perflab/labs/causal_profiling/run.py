@@ -12,8 +12,9 @@ from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...paths import REPO_ROOT
 from ...probe import Machine
-from ...runner import Config, interleave
-from ...verdict import Verdict, judge_change
+from ...runner import run_once
+from ...sequential import DECIDED, Plan, Race, race
+from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
 from . import coz
 from .profilers import (FUNCTIONS, SOURCE_DIR, CozSession, function_at, hottest_function, perf_ranking,
@@ -26,6 +27,8 @@ NEAR = 0.1  # coz's experiments within this of 50% make its prediction...
 MIN_NEAR = 3  # ...when there are at least this many
 MIN_EXPERIMENTS = 4  # a line with fewer experiments than this is too noisy to rank
 MIN_EFFECT = 0.05  # a change of the batch rate smaller than 5% is not worth an optimisation
+LARGE_SPEEDUP = 0.25  # coz's pick must help at virtual speedups of 25% and more
+ROUNDS_PER_LOOK = 4  # rounds of the race between two looks at the verdict
 
 
 @dataclass(frozen=True)
@@ -34,10 +37,11 @@ class Settings:
 
     perf_seconds: float  # one perf record run
     survey_seconds: float  # one coz run over every line; coz runs about two experiments a second
-    survey_runs: int  # survey runs, pooled
+    survey_runs: int  # at most this many survey runs, pooled: the survey stops when its top line is clear
     focus_seconds: float  # one coz run on each pick's line alone (--fixed-line), for the predictions
     race_seconds: float  # one timed run of each build in the race
-    race_rounds: int  # interleaved rounds of the race
+    race_rounds: int  # at most this many interleaved rounds of the race...
+    race_budget_s: float  # ...and at most this long: it stops as soon as it is decided
 
 
 def coz_seconds(settings: Settings) -> float:
@@ -45,8 +49,9 @@ def coz_seconds(settings: Settings) -> float:
 
 
 def duration_text(settings: Settings) -> str:
-    seconds = settings.perf_seconds + coz_seconds(settings) + 3 * settings.race_rounds * (settings.race_seconds + 0.05)
-    return f"about {seconds / 60:.0f} min" if seconds >= 90 else f"about {seconds:.0f} s"
+    """The longest the lab can take: coz and the race stop earlier when they are decided."""
+    seconds = settings.perf_seconds + coz_seconds(settings) + settings.race_budget_s
+    return f"at most about {seconds / 60:.0f} min" if seconds >= 90 else f"at most about {seconds:.0f} s"
 
 
 def program_argv(binary: Path, cpus: tuple[int, int], seconds: float, factors: dict[str, float] | None = None) -> list[str]:
@@ -56,14 +61,41 @@ def program_argv(binary: Path, cpus: tuple[int, int], seconds: float, factors: d
     return argv
 
 
-def race(binary: Path, cpus: tuple[int, int], picks: dict[str, str], settings: Settings,
-         progress: bool) -> dict[str, list[float]]:
-    """Batches per second of the unchanged program and of each pick's function at half its work, interleaved."""
-    configs = [Config("unchanged", program_argv(binary, cpus, settings.race_seconds))]
-    configs += [Config(function, program_argv(binary, cpus, settings.race_seconds, {function: OPTIMISED}))
-                for function in dict.fromkeys(picks.values())]
-    runs = interleave(configs, settings.race_rounds, desc="racing the builds", progress=progress)
-    return {label: run.values("batches_per_s") for label, run in runs.items()}
+def race_picks(binary: Path, cpus: tuple[int, int], picks: dict[str, str], settings: Settings,
+               progress: bool) -> Race:
+    """Batches per second of the unchanged program and of each pick's function at half its work, round by round
+    until the verdict is decided."""
+    arms = ["unchanged", *dict.fromkeys(picks.values())]
+    argv = {arm: program_argv(binary, cpus, settings.race_seconds, {} if arm == "unchanged" else {arm: OPTIMISED})
+            for arm in arms}
+
+    def one_round(_r: int, order: list[str]) -> dict[str, float]:
+        return {arm: run_once(argv[arm])[1][0]["batches_per_s"] for arm in order}
+
+    plan = Plan(ROUNDS_PER_LOOK, settings.race_rounds, settings.race_budget_s)
+    return race(arms, one_round, lambda rates, alpha: judge_race(picks, rates, alpha)[0] in DECIDED, plan, control="unchanged",
+                desc="racing the builds, until decided", progress=progress)
+
+
+def survey(session: CozSession, settings: Settings) -> tuple[coz.Profile, list]:
+    """coz over every line, run after run, until its top line clearly speeds the program up (or the runs run out).
+
+    A line ranked first by a handful of noisy experiments is not a pick: it must have MIN_NEAR experiments at
+    large virtual speedups whose predicted program speedup has its 95% interval above zero.
+    """
+    for _ in range(settings.survey_runs):
+        profile = session.run(settings.survey_seconds)
+        ranked = coz.rank_lines(profile, POINT, MIN_EXPERIMENTS)
+        if ranked and clearly_faster(profile, ranked[0][0]):
+            break
+    return profile, ranked
+
+
+def clearly_faster(profile: coz.Profile, line: str) -> bool:
+    """Does speeding this line up by 25% or more speed the program up, with a 95% interval above zero?"""
+    large = [e for e in profile.experiments if e.selected == line and e.speedup >= LARGE_SPEEDUP]
+    estimate = coz.predicted_speedup(coz.baseline_experiments(profile), large, POINT)
+    return estimate is not None and estimate.experiments >= MIN_NEAR and estimate.low > 0
 
 
 def time_saved(rate_ratio: float) -> float:
@@ -110,16 +142,20 @@ def table_text(rows: list[dict[str, Any]]) -> str:
 
 
 # ANCHOR: judge
-def judge_race(picks: dict[str, str], rates: dict[str, list[float]]) -> tuple[str, str, Any]:
-    """Reproduced when coz's pick really speeds the program up and perf's pick really does not."""
+def judge_race(picks: dict[str, str], rates: dict[str, list[float]], alpha: float = ALPHA) -> tuple[str, str, Any]:
+    """Reproduced when coz's pick really speeds the program up and perf's pick really does not.
+
+    Two comparisons make the verdict, so each is judged at half the error rate.
+    """
     if picks["perf"] == picks["coz"]:
-        _, shown, effect = judge_change(picks["coz"], rates["unchanged"], rates[picks["coz"]], MIN_EFFECT, stats.median)
+        _, shown, effect = judge_change(picks["coz"], rates["unchanged"], rates[picks["coz"]], MIN_EFFECT, stats.median,
+                                        alpha=alpha)
         return "not-reproduced", f"perf and coz both point to {picks['coz']}: here the hottest function is the one " \
             f"to fix ({shown})", effect
     coz_verdict, coz_shown, effect = judge_change(f"halving {picks['coz']} (coz's pick)", rates["unchanged"],
-                                                  rates[picks["coz"]], MIN_EFFECT, stats.median)
+                                                  rates[picks["coz"]], MIN_EFFECT, stats.median, alpha=alpha / 2)
     perf_verdict, perf_shown, _ = judge_change(f"halving {picks['perf']} (perf's pick)", rates["unchanged"],
-                                               rates[picks["perf"]], MIN_EFFECT, stats.median)
+                                               rates[picks["perf"]], MIN_EFFECT, stats.median, alpha=alpha / 2)
     shown = f"batch rate: {coz_shown}; {perf_shown}"
     if coz_verdict == "reproduced" and perf_verdict == "not-reproduced":
         return "reproduced", f"the hottest function was not the one to fix; {shown}", effect
@@ -154,8 +190,10 @@ class CausalProfiling(Lab):
     """The hottest function is not the one to fix: perf's pick and coz's pick, each really optimised and raced."""
 
     name = "causal-profiling"
-    QUICK = Settings(perf_seconds=1, survey_seconds=10, survey_runs=1, focus_seconds=6, race_seconds=0.3, race_rounds=6)
-    FULL = Settings(perf_seconds=3, survey_seconds=30, survey_runs=2, focus_seconds=25, race_seconds=0.5, race_rounds=15)
+    QUICK = Settings(perf_seconds=1, survey_seconds=8, survey_runs=3, focus_seconds=6, race_seconds=0.3,
+                     race_rounds=40, race_budget_s=15)
+    FULL = Settings(perf_seconds=3, survey_seconds=30, survey_runs=3, focus_seconds=25, race_seconds=0.5,
+                    race_rounds=60, race_budget_s=90)
     RUNS = ("race_rounds",)
     IN_A_VM = ("in a VM, coz's pauses and perf's samples run on the software clock, and a neighbour on the host "
                "can stretch any experiment: repeat the lab before trusting one curve")
@@ -187,9 +225,7 @@ class CausalProfiling(Lab):
             session = CozSession(lambda seconds: program_argv(binary, cpus, seconds), Path(folder),
                                  coz_seconds(settings), progress)
             try:
-                for _ in range(settings.survey_runs):
-                    profile = session.run(settings.survey_seconds)
-                ranked = coz.rank_lines(profile, POINT, MIN_EXPERIMENTS)
+                profile, ranked = survey(session, settings)
                 picks = {"coz": function_at(source, ranked[0][0]) if ranked else None,
                          "perf": hottest_function(ranking)}
                 ready = picks["coz"] in FUNCTIONS and picks["perf"] in FUNCTIONS
@@ -198,11 +234,12 @@ class CausalProfiling(Lab):
                         profile = session.run(settings.focus_seconds, f"{SOURCE}:{lines[function]}")
             finally:
                 session.close()
-        rates = race(binary, cpus, picks, settings, progress) if ready else {}
+        raced = race_picks(binary, cpus, picks, settings, progress) if ready else None
+        rates = raced.kept_values() if raced else {}
         result = results.new_result(self.name, "profile", machine.summary(), {
             "cpus": list(cpus), "point": POINT, "optimised": OPTIMISED, **asdict(settings)})
         result.update(perf=ranking, coz_profile=session.text, coz_ranking=ranked, picks=picks, rates=rates,
-                      comparison=compare(profile, lines, picks, rates) if rates else [])
+                      race=raced and raced.to_json(), comparison=compare(profile, lines, picks, rates) if rates else [])
         return result
 
     def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
@@ -210,7 +247,10 @@ class CausalProfiling(Lab):
         profile = coz.parse(result["coz_profile"])
         effect = None
         if rates:
-            verdict, reason, effect = judge_race(picks, rates)
+            raced = Race.from_json(result["race"])
+            verdict, reason, effect = judge_race(picks, rates, raced.alpha_per_look)
+            if verdict == "inconclusive":
+                reason = f"{reason}; {raced.undecided()}"
         elif picks["perf"] is None:
             verdict, reason = "inconclusive", ("perf's samples name none of the program's functions: is "
                                                "build/07-causal-profiling/commit stripped? Rebuild with "

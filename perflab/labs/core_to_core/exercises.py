@@ -1,19 +1,18 @@
 """Checks for the core-to-core exercises.
 
-Every expected value is recomputed here: from the learner's raw result file,
-from a recorded matrix, or from a fresh measurement. Nothing the learner
-typed as a number is trusted.
+Every expected value is recomputed here: from the learner's raw result file
+(when its provenance holds), from a recorded matrix, or from a fresh
+measurement. Nothing the learner typed as a number is trusted, and their
+functions are called on inputs drawn anew for each grading.
 """
 
 from __future__ import annotations
 
-import math
 import random
-from typing import Any, Callable
 
-from ... import results, stats
-from ...errors import PerflabError
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Check
+from ... import stats
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading.answers import close, function_check, saved_result
 from ...lock import measurement_lock
 from ...paths import DATA_DIR
 from ...probe import probe
@@ -32,59 +31,23 @@ MIN_SAMPLES = 20
 FRESH_AGREEMENT = 1.5
 
 
-def _close(got: float, expected: float, rel: float = 1e-6) -> bool:
-    return isinstance(got, (int, float)) and math.isclose(got, expected, rel_tol=rel)
-
-
-def _call(function: Callable, *args) -> Any:
-    try:
-        return function(*args)
-    except Exception as err:  # the learner's code may raise anything
-        return f"{type(err).__name__}: {err}"
-
-
-def _function_check(ns: dict, name: str, reference: Callable, inputs: list[list[float]], rel: float) -> Check:
-    """Compare a learner's function with the reference on inputs it has never seen."""
-    learner = ns.get(name)
-    if not callable(learner):
-        return Check(f"{name} is defined", FAILED, "a function", repr(learner))
-    for values in inputs:
-        expected, got = reference(values), _call(learner, list(values))
-        if isinstance(expected, tuple):
-            ok = isinstance(got, (tuple, list)) and len(got) == 2 and all(_close(g, e, rel) for g, e in zip(got, expected))
-        else:
-            ok = _close(got, expected, rel)
-        if not ok:
-            shown = [round(v, 3) for v in values[:5]]
-            return Check(f"{name} on fresh data {shown}...", FAILED, repr(expected), repr(got))
-    return Check(f"{name} on {len(inputs)} fresh data sets", PASSED, "matches perflab.stats", "matches")
-
-
-def _learner_result(ns: dict) -> tuple[dict | None, Check]:
-    """The learner's saved raw result, reloaded from disk."""
-    result = ns.get("result")
-    path = result.get("path") if isinstance(result, dict) else None
-    if not path:
-        return None, Check("your measurement was saved", FAILED, "`result` from lab.measure_pair(...)", repr(result)[:80])
-    try:
-        saved = results.load(path)
-    except PerflabError as err:
-        return None, Check("your measurement was saved", FAILED, "a readable result file", str(err))
-    return saved, Check("your measurement was saved", PASSED, "a readable result file", path)
-
-
 def _raw_rates(saved: dict) -> list[float]:
     return [lab.sample_rate(s) for s in lab.raw_samples(saved)]
 
 
-def harmonic_mean(ns: dict) -> list[Check]:
-    rng = random.Random()  # fresh data every grading: a hard-coded answer cannot pass
-    fresh = [[rng.lognormvariate(15, 0.3) for _ in range(rng.randint(8, 40))] for _ in range(5)]
+def fresh_rates() -> list[list]:
+    """Rate lists drawn anew for every grading: a hard-coded answer cannot pass."""
+    rng = random.Random()
+    return [[[rng.lognormvariate(15, 0.3) for _ in range(rng.randint(8, 40))]] for _ in range(5)]
+
+
+@calls(my_harmonic_mean=lambda: [[[1.0, 2.0, 4.0]], *fresh_rates()], my_harmonic_mean_ci=fresh_rates)
+def harmonic_mean(ns: Answers) -> list[Check]:
     checks = [
-        _function_check(ns, "my_harmonic_mean", stats.harmonic_mean, [[1.0, 2.0, 4.0]] + fresh, 1e-9),
-        _function_check(ns, "my_harmonic_mean_ci", stats.harmonic_mean_ci, fresh, 1e-6),
+        function_check(ns, "my_harmonic_mean", stats.harmonic_mean, 1e-9),
+        function_check(ns, "my_harmonic_mean_ci", stats.harmonic_mean_ci, 1e-6),
     ]
-    saved, found = _learner_result(ns)
+    saved, found = saved_result(ns, "measure_pair(a, b)")
     checks.append(found)
     if saved is None:
         return checks
@@ -92,7 +55,7 @@ def harmonic_mean(ns: dict) -> list[Check]:
     got = ns.get("rates")
     enough = len(expected) >= MIN_SAMPLES
     checks.append(Check("enough raw samples", PASSED if enough else FAILED, f">= {MIN_SAMPLES}", str(len(expected))))
-    same = isinstance(got, (list, tuple)) and len(got) == len(expected) and all(_close(g, e) for g, e in zip(got, expected))
+    same = isinstance(got, (list, tuple)) and len(got) == len(expected) and all(close(g, e) for g, e in zip(got, expected))
     checks.append(Check("rates computed from your raw samples", PASSED if same else FAILED,
                         f"{len(expected)} rates, first {expected[0]:,.0f}/s" if expected else "rates",
                         f"{len(got)} values, first {got[0]!r}" if isinstance(got, (list, tuple)) and got else repr(got)))
@@ -149,7 +112,7 @@ def measure_pair(ns: dict) -> list[Check]:
     predicted = ns.get("predicted_relation")
     checks.append(Check(f"your prediction of how CPUs {a} and {b} are related",
                         PASSED if predicted == relation else FAILED, repr(relation), repr(predicted)))
-    saved, found = _learner_result(ns)
+    saved, found = saved_result(ns, "measure_pair(a, b)")
     checks.append(found)
     if saved is None:
         return checks

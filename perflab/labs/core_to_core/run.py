@@ -13,7 +13,8 @@ from ...cpulist import check_cpus, format_cpulist
 from ...lock import measurement_lock
 from ...paths import DATA_DIR, REPO_ROOT
 from ...probe import Machine
-from ...runner import Config, Run, interleave
+from ...runner import Config, Run, interleave, run_once
+from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
 from .advisor import analyze
@@ -26,6 +27,7 @@ MIN_EFFECT = 0.03
 # Round medians of one pair that differ by more than this mean the pair's
 # distance changed during the run: on a VM the host moved the vCPUs.
 UNSTABLE_RATIO = 1.25
+ROUNDS_PER_LOOK = 5  # rounds of the sequential and the best pair between two looks at the verdict
 RECORDED_EXAMPLE = DATA_DIR / "c2c" / "amd-ryzen-9-5950x-3-40ghz-by-nephyrin.csv"
 
 
@@ -37,7 +39,8 @@ class Settings:
     samples: int
     rounds: int
     compare_round_trips: int
-    compare_runs: int
+    compare_runs: int  # at most this many rounds of the race of the two pairs...
+    compare_budget_s: float  # ...and at most this long: it stops as soon as it is decided
 
 
 def pingpong_argv(binary: Path, a: int, b: int, mode: str, round_trips: int, samples: int, warmup: int = 3) -> list[str]:
@@ -148,13 +151,25 @@ def round_trip_rates(run: Run) -> list[float]:
 # ANCHOR: compare
 def compare_pairs(machine: Machine, sequential: tuple[int, int], best: tuple[int, int], settings: Settings,
                   progress: bool = True) -> dict[str, Any]:
-    """Message-passing throughput on the sequential pair and on the best pair, interleaved run by run."""
+    """Message-passing throughput on the sequential pair and on the best pair, round by round until decided."""
     binary = ensure_built(SOURCE_DIR, "pingpong")
-    configs = [Config(label, pingpong_argv(binary, *pair, "two-lines", settings.compare_round_trips, 1, warmup=1))
-               for label, pair in (("sequential", sequential), ("best", best))]
-    runs = interleave(configs, settings.compare_runs, desc="sequential vs best pair", progress=progress)
-    return {"rates": {label: round_trip_rates(run) for label, run in runs.items()},
-            "runs": [r.to_json() for r in runs.values()]}
+    argv = {label: pingpong_argv(binary, *pair, "two-lines", settings.compare_round_trips, 1, warmup=1)
+            for label, pair in (("sequential", sequential), ("best", best))}
+
+    def one_round(_r: int, order: list[str]) -> dict[str, float]:
+        return {label: sample_rate(next(s for s in run_once(argv[label])[1] if not s.get("warmup")))
+                for label in order}
+
+    plan = Plan(ROUNDS_PER_LOOK, settings.compare_runs, settings.compare_budget_s)
+    raced = race(["sequential", "best"], one_round, lambda rates, alpha: decide(rates, sequential, best, alpha)[0] in DECIDED,
+                 plan, control="sequential", desc="sequential vs best pair, until decided", progress=progress)
+    return {"rates": raced.kept_values(), "race": raced.to_json()}
+
+
+def decide(rates: dict[str, list[float]], sequential, best, alpha: float):
+    """Does the best pair pass messages at least MIN_EFFECT faster than the sequential one?"""
+    return judge_change(f"throughput on {best[0]},{best[1]} vs {sequential[0]},{sequential[1]}",
+                        rates["sequential"], rates["best"], MIN_EFFECT, alpha=alpha)
 # ANCHOR_END: compare
 
 
@@ -192,8 +207,10 @@ class CoreToCore(Lab):
     """Core numbers lie about distance: the latency matrix, the structure in it, and what pinning by it gains."""
 
     name = "core-to-core"
-    QUICK = Settings(round_trips=1000, samples=20, rounds=3, compare_round_trips=20_000, compare_runs=10)
-    FULL = Settings(round_trips=2000, samples=100, rounds=10, compare_round_trips=200_000, compare_runs=30)
+    QUICK = Settings(round_trips=1000, samples=20, rounds=3, compare_round_trips=20_000, compare_runs=30,
+                     compare_budget_s=20)
+    FULL = Settings(round_trips=2000, samples=100, rounds=10, compare_round_trips=200_000, compare_runs=80,
+                    compare_budget_s=120)
     RUNS = ("rounds", "compare_runs")
     EMULATED = "its vCPUs are host threads with no cache hierarchy between them, so no distance is real"
     CANNOT_SHOW = ("Showing that numbering misleads needs 3+ CPUs with different distances: a machine with two L3 "
@@ -219,7 +236,7 @@ class CoreToCore(Lab):
             result["pairs"] = {"sequential": list(sequential), "best": list(best)}
             if set(sequential) != set(best):
                 compared = compare_pairs(machine, sequential, best, settings, progress=progress)
-                result.update(rates=compared["rates"], compare_runs=compared["runs"],
+                result.update(rates=compared["rates"], race=compared["race"],
                               summary={label: rate_summary(r) for label, r in compared["rates"].items()})
         return result
 
@@ -235,11 +252,13 @@ class CoreToCore(Lab):
         if "rates" not in result:
             return Verdict(self.name, "not-reproduced", f"here the neighbours {sequential[0]},{sequential[1]} are "
                            "also the best pair: numbering matches distance", notes=notes)
-        verdict, reason, effect = judge_change(f"throughput on {best[0]},{best[1]} vs {sequential[0]},{sequential[1]}",
-                                               result["rates"]["sequential"], result["rates"]["best"], MIN_EFFECT)
+        raced = Race.from_json(result["race"])
+        verdict, reason, effect = decide(result["rates"], sequential, best, raced.alpha_per_look)
+        if verdict == "inconclusive":
+            reason = f"{effect.text()}; {raced.undecided()}"
         for label in ("sequential", "best"):
             notes += [f"{label}: {w}" for w in stats.instability_warnings(result["rates"][label], "round trips/s")]
-        return Verdict(self.name, verdict, reason, effect, notes=notes)
+        return Verdict(self.name, verdict, reason, effect, notes=notes + raced.notes)
 
 
 LAB = CoreToCore()

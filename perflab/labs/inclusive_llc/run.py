@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from tqdm.auto import tqdm
 
 from ... import results, stats
 from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...probe import Machine
-from ...verdict import Verdict, judge_change
+from ...sequential import DECIDED, Plan, Race, race
+from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
 from .programs import PMU_EVENTS, Aggressor, pmu_events, run_victim, timeline, victim_argv
 
@@ -22,13 +20,15 @@ FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 ALONE = "alone"
 # The smallest slowdown worth calling an effect: the seed's Haswell victim lost about 3%.
 MIN_EFFECT = 0.02
+ROUNDS_PER_LOOK = 4  # rounds (each: the victim alone and beside every size) between two looks at the verdict
 
 
 @dataclass(frozen=True)
 class Settings:
     """How much to measure."""
 
-    rounds: int  # interleaved rounds: each runs the victim once alone and once per aggressor size
+    rounds: int  # at most this many interleaved rounds (each: the victim alone and beside every aggressor size)...
+    budget_s: float  # ...and at most this long: the sweep stops as soon as the verdict is decided
     victim_ms: int  # how long each victim run lasts
     timeline_ms: int  # each phase of the timeline: alone, with the aggressor, alone again
     stress_seconds: int  # each stress-ng victim run
@@ -94,44 +94,44 @@ def predict(machine: Machine) -> dict[str, Any]:
 # ANCHOR: measure
 def sweep(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress: bool = True,
           fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
-    """Victim alone and beside every aggressor size, interleaved: each round visits all, in rotated order.
+    """Victim alone and beside every aggressor size, round by round in rotated order, until the verdict is decided.
 
     One victim run gives one value: its median ns per access. The aggressor
     keeps one buffer of the largest size and is told which part to stream.
     """
     victim_run = victim_argv(ensure_built(SOURCE_DIR, "victim"), pair.victim_cpu, pair.working_set, settings.victim_ms)
     sizes = {ALONE: 0, **{label(f): int(f * pair.llc_bytes) // 64 * 64 for f in fractions}}
-    labels = list(sizes)
-    ns = {name: [] for name in labels}
-    gbps = {name: [] for name in labels}
-    counts = {name: [] for name in labels}
+    gbps: dict[str, list[float]] = {name: [] for name in sizes}
+    counts: dict[str, list[dict]] = {name: [] for name in sizes}
     with Aggressor(ensure_built(SOURCE_DIR, "aggressor"), pair.aggressor_cpu, max(sizes.values())) as streamer:
-        bar = tqdm(total=settings.rounds * len(labels), desc="victim alone and beside each aggressor size",
-                   disable=not progress, file=sys.stderr, leave=False)
-        with bar:
-            for r in range(settings.rounds):
-                shift = r % len(labels)
-                for name in labels[shift:] + labels[:shift]:
-                    streamer.stream(sizes[name])
-                    values, counted = run_victim(victim_run, list(events))
-                    ns[name].append(stats.median(values))
-                    counts[name].append(counted)
-                    period = streamer.stream(0)  # pause: the next victim run decides its own company
-                    if sizes[name]:
-                        gbps[name].append(period["gb_per_s"])
-                    bar.update()
-    return {"sizes": sizes, "ns_per_access": ns, "aggressor_gb_per_s": {k: v for k, v in gbps.items() if v},
-            "counters": counts if events else {}}
+        def one_round(_r: int, order: list[str]) -> dict[str, float]:
+            ns = {}
+            for name in order:
+                streamer.stream(sizes[name])
+                values, counts_now = run_victim(victim_run, list(events))
+                ns[name] = stats.median(values)
+                counts[name].append(counts_now)
+                period = streamer.stream(0)  # pause: the next victim run decides its own company
+                if sizes[name]:
+                    gbps[name].append(period["gb_per_s"])
+            return ns
+
+        plan = Plan(ROUNDS_PER_LOOK, settings.rounds, settings.budget_s)
+        raced = race(list(sizes), one_round, lambda ns, alpha: judge_sweep(ns, alpha, fractions)[0] in DECIDED, plan,
+                     control=ALONE, desc="victim alone and beside each aggressor size, until decided", progress=progress)
+    return {"sizes": sizes, "race": raced.to_json(), "ns_per_access": raced.kept_values(),
+            "aggressor_gb_per_s": {k: v for k, v in gbps.items() if v}, "counters": counts if events else {}}
 # ANCHOR_END: measure
 
 
 # ANCHOR: judge
-def judge_sweep(ns_per_access: dict[str, list[float]]) -> tuple[str, str, Any]:
+def judge_sweep(ns_per_access: dict[str, list[float]], alpha: float = ALPHA,
+                fractions: tuple[float, ...] = FRACTIONS) -> tuple[str, str, Any]:
     """Does the victim slow down when the aggressor outgrows the LLC? Largest buffer vs smallest."""
-    small, large = label(FRACTIONS[0]), label(FRACTIONS[-1])
+    small, large = label(fractions[0]), label(fractions[-1])
     return judge_change(f"victim's time per access beside a {large} aggressor vs a {small} one",
                         ns_per_access[small], ns_per_access[large], MIN_EFFECT,
-                        statistic=stats.median, unit="slowdown")
+                        statistic=stats.median, unit="slowdown", alpha=alpha)
 # ANCHOR_END: judge
 
 
@@ -183,8 +183,8 @@ class InclusiveLLC(Lab):
     """An inclusive LLC evicts another core's L1: a victim beside an aggressor that outgrows the LLC."""
 
     name = "inclusive-llc"
-    QUICK = Settings(rounds=8, victim_ms=150, timeline_ms=500, stress_seconds=1, stress_rounds=3)
-    FULL = Settings(rounds=20, victim_ms=300, timeline_ms=1000, stress_seconds=3, stress_rounds=6)
+    QUICK = Settings(rounds=40, budget_s=25, victim_ms=150, timeline_ms=500, stress_seconds=1, stress_rounds=3)
+    FULL = Settings(rounds=120, budget_s=150, victim_ms=300, timeline_ms=1000, stress_seconds=3, stress_rounds=6)
     RUNS = ("rounds",)
     EMULATED = "an emulated CPU has no caches, so nothing can be evicted"
     IN_A_VM = ("in a VM the LLC's size and inclusion are what the hypervisor reports, and other guests share the "
@@ -233,9 +233,12 @@ class InclusiveLLC(Lab):
         return result
 
     def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
-        verdict, reason, effect = judge_sweep(result["ns_per_access"])
+        raced = Race.from_json(result["race"])
+        verdict, reason, effect = judge_sweep(raced.kept_values(), raced.alpha_per_look)
+        if verdict == "inconclusive":
+            reason = f"{effect.text()}; {raced.undecided()}"
         shown = f"{outcome(result['prediction']['expected'], verdict)}; {reason}"
-        return Verdict(self.name, verdict, shown, effect, notes=measured_notes(result))
+        return Verdict(self.name, verdict, shown, effect, notes=measured_notes(result) + raced.notes)
 
 
 LAB = InclusiveLLC()

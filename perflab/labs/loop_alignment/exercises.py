@@ -1,9 +1,10 @@
 """The loop-alignment exercise: a slow build to fix with layout flags only, and its checks.
 
 The slow build is rebuilt here, the learner's claims are checked against its
-disassembly, and the learner's fix is raced against it in a fresh interleaved
-run, together with a known fix: if the known fix is not faster either, this
-machine does not show the effect and the grade is inconclusive, not failed.
+disassembly, and the learner's fix is raced against it until decided,
+together with a known fix and a known wrong fix (perflab.grading.races): if
+the known fix is not faster either, or the wrong one is faster too, this run
+cannot grade the fix and the grade is inconclusive, not failed.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import Any
 
 from ... import stats
 from ...errors import PerflabError
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Check
+from ...grading import FAILED, PASSED, Check
+from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...paths import BUILD_DIR, REPO_ROOT
-from ...verdict import judge_change
+from ...sequential import Plan
 from . import layout
 from .builds import Variant, build_variant, function_loop, measure_builds
-from .run import LAB, MIN_EFFECT, SOURCE_DIR, rates
+from .run import LAB, MIN_EFFECT, SOURCE_DIR
 
 EXERCISE_SOURCE = REPO_ROOT / SOURCE_DIR / "checksum.c"
 EXERCISE_FUNCTION = "checksum"
@@ -78,9 +80,10 @@ def try_fix(fix_flags: list[str], runs: int = 10, iterations: int = 20_000_000, 
 
 # --- the checks ----------------------------------------------------------------------------------------
 
-RUNS = 10
+RACE = Plan(rounds_per_look=6, max_rounds=60, budget_s=40)
 ITERATIONS = 20_000_000
 KNOWN_FIX = ["-falign-loops=64"]
+KNOWN_WRONG_FIX = ["-falign-functions=16"]  # moves the function, not the loop's jump across its line
 BOUNDARIES = (16, 32, 64)
 
 
@@ -123,28 +126,19 @@ def slow_build_fix(ns: dict) -> list[Check]:
                         f"{claim!r}: " + ("not a boundary size" if claim not in BOUNDARIES else
                                           f"slow build {'crosses' if in_slow else 'does not cross'} it, "
                                           f"your fix {'still crosses' if in_fixed else 'does not'}")))
-    checks.append(_race(slow, slow_binary, fixed, fixed_binary))
+    checks.append(_race(slow, slow_binary, fixed_binary))
     return checks
 
 
-def _race(slow: Variant, slow_binary: Path, fixed: Variant, fixed_binary: Path) -> Check:
-    """Slow build, your fix (both built already) and a known fix in one interleaved run: is yours faster?"""
-    known = Variant("known fix", slow.compiler, slow.flags + tuple(KNOWN_FIX))
-    built = {slow.name: slow_binary, fixed.name: fixed_binary,
-             known.name: build_variant(EXERCISE_SOURCE, known, EXERCISE_BUILD_DIR)}
+def _race(slow: Variant, slow_binary: Path, fixed_binary: Path) -> Check:
+    """Slow build, your fix, a known fix and a known wrong fix, raced until the grade is decided."""
+    built = {BASELINE: slow_binary, YOURS: fixed_binary}
+    for arm, flags in ((RIGHT, KNOWN_FIX), (WRONG, KNOWN_WRONG_FIX)):
+        built[arm] = build_variant(EXERCISE_SOURCE, Variant(arm, slow.compiler, slow.flags + tuple(flags)),
+                                   EXERCISE_BUILD_DIR)
     cpu = LAB.choose_cpus(LAB.probe(), None)
-    times = measure_builds(built, ITERATIONS, RUNS, cpu, "grading: slow build vs fixes", progress=False)
-    mine, mine_reason, _ = judge_change("your fix vs slow build", rates(times[slow.name]), rates(times[fixed.name]),
-                                        MIN_EFFECT)
-    known_result, known_reason, _ = judge_change("known fix vs slow build", rates(times[slow.name]),
-                                                 rates(times[known.name]), MIN_EFFECT)
-    expected = f"at least {MIN_EFFECT:.0%} more iterations per second than the slow build, significantly"
-    if mine == "reproduced":
-        return Check("your fix is faster, measured just now", PASSED, expected, mine_reason)
-    if known_result != "reproduced":
-        return Check("your fix is faster, measured just now", INCONCLUSIVE, expected,
-                     f"{mine_reason}; but the known fix was not faster either ({known_reason}): this machine did not "
-                     "show the effect in this run; rerun, or grade on a machine whose front end shows it")
-    if mine == "inconclusive":
-        return Check("your fix is faster, measured just now", INCONCLUSIVE, expected, f"{mine_reason}; grade again")
-    return Check("your fix is faster, measured just now", FAILED, expected, f"{mine_reason} (a known fix was faster: {known_reason})")
+    argv = {arm: ["taskset", "-c", str(cpu), str(binary), str(ITERATIONS)] for arm, binary in built.items()}
+    return race_fixes(argv, lambda samples: 1 / stats.median([s["ns_per_iter"] for s in samples]), RACE, MIN_EFFECT,
+                      "your fix is faster, measured just now",
+                      f"at least {MIN_EFFECT:.0%} more iterations per second than the slow build, significantly, "
+                      "where a fix that moves nothing is not", statistic=stats.harmonic_mean)

@@ -7,6 +7,7 @@ from typing import Any
 
 from ... import stats
 from ...plots import distributions
+from ...sequential import Race
 from ...verdict import Verdict
 from . import layout
 from .builds import SEED_BASELINE, SEED_BUILD_DIR, SEED_SOURCE, Variant, build_variant, function_loop, measure_builds
@@ -84,10 +85,11 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
         return []
     check = result["confirmation"]
     fast, slow = check["fastest"], check["slowest"]
+    raced = Race.from_json(check["race"])
     return [
         ("Time per iteration at each start offset", sweep_figure(result)),
         ("Fresh interleaved run: slowest against fastest offset",
-         distributions({f"offset {fast}": check["ns_per_iter"][str(fast)], f"offset {slow}": check["ns_per_iter"][str(slow)]},
+         distributions({f"offset {fast}": raced.kept(str(fast)), f"offset {slow}": raced.kept(str(slow))},
                        "ns per iteration", centre=stats.median, centre_ci=stats.bootstrap_ci, centre_name="median")),
         (f"Offset {fast} (fast)", layout_figure(result["layouts"][str(fast)])),
         (f"Offset {slow} (slow)", layout_figure(result["layouts"][str(slow)])),

@@ -14,6 +14,7 @@ from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...probe import Machine
 from ...runner import run_once
+from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import Lab
 from . import layout
@@ -26,6 +27,7 @@ OFFSETS = range(128)  # two 64-byte lines: the pattern should repeat
 MIN_EFFECT = 0.10
 # A layout fact "explains" the slow offsets when it agrees with them on this share of offsets.
 EXPLAINS = 0.9
+ROUNDS_PER_LOOK = 5  # fresh rounds of the slowest against the fastest offset between two looks at the verdict
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class Settings:
 
     iterations: int  # loop iterations per timed visit
     rounds: int  # sweep rounds: each visits every offset once
-    confirm_rounds: int  # visits of the slowest and the fastest offset in the fresh race
+    confirm_rounds: int  # at most this many visits of the slowest and the fastest offset in the fresh race...
+    confirm_budget_s: float  # ...and at most this long: the race stops as soon as it is decided
     seed_iterations: int  # iterations per run of each seed.c build
     seed_runs: int  # interleaved runs of the seed.c builds
 
@@ -107,15 +110,30 @@ def offset_ranges(offsets: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "none"
 
 
-def measure_offsets(binary: Path, loop: str, offsets: str, cpu: int, iterations: int, rounds: int, desc: str,
+def measure_offsets(binary: Path, loop: str, offsets: str, cpu: int, iterations: int, rounds: range, desc: str,
                     progress: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One process per round, each visiting every offset in an order rotated by the round number."""
     samples: list[dict[str, Any]] = []
     meta: dict[str, Any] = {}
-    for r in tqdm(range(rounds), desc=desc, disable=not progress, file=sys.stderr, leave=False):
+    for r in tqdm(rounds, desc=desc, disable=not progress, file=sys.stderr, leave=False):
         meta, found = run_once(sweep_argv(binary, loop, offsets, iterations, r, cpu))
         samples += [dict(s, round=r) for s in found]
     return meta, samples
+
+
+def restart_after_a_step(samples: list[dict[str, Any]]) -> tuple[int, str] | None:
+    """If the machine stepped to another speed during the sweep (each round's mean over all offsets moved and
+    stayed), the first round after the step and a note saying so; None for a steady sweep."""
+    by_round: dict[int, list[float]] = {}
+    for s in samples:
+        by_round.setdefault(s["round"], []).append(s["ns_per_iter"])
+    means = [stats.mean(v) for _, v in sorted(by_round.items())]
+    step = stats.step_change(means)
+    if step is None:
+        return None
+    return step, (f"the sweep's mean time per iteration stepped from {stats.median(means[:step]):.3f} to "
+                  f"{stats.median(means[step:]):.3f} ns at round {step + 1}: the machine changed mid-sweep (on a "
+                  f"VM, the host may have moved the vCPU), so rounds 1-{step} were dropped and as many measured anew")
 
 
 def sweep(loop: str, cpu: int, settings: Settings, progress: bool = True,
@@ -123,8 +141,17 @@ def sweep(loop: str, cpu: int, settings: Settings, progress: bool = True,
     """Time the loop at every offset, round by round in rotated order; classify and explain."""
     machine = machine or LAB.probe()
     binary = ensure_built(SOURCE_DIR, "offset_sweep")
-    meta, samples = measure_offsets(binary, loop, f"{OFFSETS[0]}-{OFFSETS[-1]}", cpu, settings.iterations,
-                                    settings.rounds, f"{loop} loop, {len(OFFSETS)} offsets", progress)
+    every = f"{OFFSETS[0]}-{OFFSETS[-1]}"
+    meta, samples = measure_offsets(binary, loop, every, cpu, settings.iterations, range(settings.rounds),
+                                    f"{loop} loop, {len(OFFSETS)} offsets", progress)
+    notes = []
+    restart = restart_after_a_step(samples)
+    if restart:
+        step, note = restart
+        notes.append(note)
+        samples = [s for s in samples if s["round"] >= step]
+        samples += measure_offsets(binary, loop, every, cpu, settings.iterations,
+                                   range(settings.rounds, settings.rounds + step), "sweeping again", progress)[1]
     by_offset = samples_by_offset(samples)
     layouts = loop_layouts(binary, loop)
     facts = {o: layout.boundary_facts(layouts[o]) for o in by_offset}
@@ -132,19 +159,32 @@ def sweep(loop: str, cpu: int, settings: Settings, progress: bool = True,
     found["medians"] = {str(o): m for o, m in found["medians"].items()}  # JSON keys are strings
     result = results.new_result(LoopAlignment.name, "sweep", machine.summary(), {"loop": loop, "cpu": cpu, **asdict(settings)})
     result.update(meta=meta, samples=samples, layouts={str(o): layout.describe(layouts[o]) for o in by_offset},
-                  classification=found, explanation=explain(found["slow"], facts))
+                  classification=found, explanation=explain(found["slow"], facts), notes=notes)
     return result
 
 
+# ANCHOR: confirm
 def confirm(sweep_result: dict[str, Any], settings: Settings, progress: bool = True) -> dict[str, Any]:
-    """Race the sweep's slowest offset against its fastest in a fresh run: no winner's curse."""
+    """Race the sweep's slowest offset against its fastest in fresh rounds until decided: no winner's curse."""
     params = sweep_result["params"]
     fast, slow = sweep_result["classification"]["fastest"], sweep_result["classification"]["slowest"]
-    _, samples = measure_offsets(ensure_built(SOURCE_DIR, "offset_sweep"), params["loop"], f"{min(fast, slow)},{max(fast, slow)}",
-                                 params["cpu"], settings.iterations, settings.confirm_rounds, f"offset {slow} vs {fast}",
-                                 progress)
-    by_offset = samples_by_offset(samples)
-    return {"fastest": fast, "slowest": slow, "ns_per_iter": {str(o): v for o, v in by_offset.items()}}
+    binary = ensure_built(SOURCE_DIR, "offset_sweep")
+
+    def one_round(r: int, _order: list[str]) -> dict[str, float]:  # the program rotates the order itself
+        _, found = run_once(sweep_argv(binary, params["loop"], f"{fast},{slow}", settings.iterations, r, params["cpu"]))
+        return {str(s["offset"]): s["ns_per_iter"] for s in found}
+
+    plan = Plan(ROUNDS_PER_LOOK, settings.confirm_rounds, settings.confirm_budget_s)
+    raced = race([str(fast), str(slow)], one_round, lambda values, alpha: decide(values, fast, slow, alpha)[0] in DECIDED,
+                 plan, control=str(fast), desc=f"offset {slow} vs {fast}, until decided", progress=progress)
+    return {"fastest": fast, "slowest": slow, "race": raced.to_json()}
+
+
+def decide(ns_per_iter: dict[str, list[float]], fast: int, slow: int, alpha: float):
+    """Is the slowest offset at least MIN_EFFECT slower than the fastest, at this look's error rate?"""
+    return judge_change(f"offset {fast} vs offset {slow}", rates(ns_per_iter[str(slow)]), rates(ns_per_iter[str(fast)]),
+                        MIN_EFFECT, alpha=alpha)
+# ANCHOR_END: confirm
 
 
 def rates(ns_per_iter: list[float]) -> list[float]:
@@ -166,13 +206,15 @@ class LoopAlignment(Lab):
     """The same loop, shifted a few bytes, runs much slower: an offset sweep explained by objdump."""
 
     name = "loop-alignment"
-    QUICK = Settings(iterations=300_000, rounds=15, confirm_rounds=15, seed_iterations=10_000_000, seed_runs=5)
-    FULL = Settings(iterations=1_000_000, rounds=30, confirm_rounds=40, seed_iterations=100_000_000, seed_runs=15)
+    QUICK = Settings(iterations=300_000, rounds=15, confirm_rounds=40, confirm_budget_s=20,
+                     seed_iterations=10_000_000, seed_runs=5)
+    FULL = Settings(iterations=1_000_000, rounds=30, confirm_rounds=80, confirm_budget_s=120,
+                    seed_iterations=100_000_000, seed_runs=15)
     OPTIONS = {"loop": LOOPS}
     EMULATED = "an emulated CPU has no front end whose fetch lines or uop cache the offsets could cross"
 
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
-        """`runs` sets the sweep's rounds and the seed's runs, and twice as many confirmation rounds."""
+        """`runs` sets the sweep's rounds and the seed's runs, and at most twice as many confirmation rounds."""
         chosen = self.QUICK if quick else self.FULL
         return replace(chosen, rounds=runs, confirm_rounds=2 * runs, seed_runs=runs) if runs else chosen
 
@@ -192,16 +234,17 @@ class LoopAlignment(Lab):
     def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
         check, classification, best = result["confirmation"], result["classification"], result["explanation"][0]
         slow, fast = check["slowest"], check["fastest"]
-        verdict, reason, effect = judge_change(
-            f"offset {fast} vs offset {slow}", rates(check["ns_per_iter"][str(slow)]),
-            rates(check["ns_per_iter"][str(fast)]), MIN_EFFECT)
-        times = {o: stats.median(v) for o, v in check["ns_per_iter"].items()}
+        raced = Race.from_json(check["race"])
+        kept = raced.kept_values()
+        verdict, reason, effect = decide(kept, fast, slow, raced.alpha_per_look)
+        times = {o: stats.median(v) for o, v in kept.items()}
         notes = [
             f"{result['params']['loop']} loop on CPU {result['params']['cpu']}: {times[str(fast)]:.3f} ns per iteration "
             f"at offset {fast}, {times[str(slow)]:.3f} ns at offset {slow}: x{times[str(slow)] / times[str(fast)]:.2f} "
-            "(fresh run, medians)",
+            f"(fresh race of {raced.rounds} rounds in {raced.looks} looks, medians)",
             f"slow offsets (>= {MIN_EFFECT:.0%} slower than offset {fast} on 3 visits of 4, significant): "
             f"{offset_ranges(classification['slow'])}",
+            *result["notes"], *raced.notes,
         ]
         if classification["sometimes_slow"]:
             notes.append(f"slow on some visits only: {offset_ranges(classification['sometimes_slow'])}. The front end "
@@ -214,15 +257,19 @@ class LoopAlignment(Lab):
             notes.append(f"no single boundary explains them; closest: '{best['fact']}' agrees on {best['agree']} of "
                          f"{best['of']} offsets")
         for name, offset in (("slowest", slow), ("fastest", fast)):
-            notes += [f"{name} offset: {w}" for w in stats.instability_warnings(check["ns_per_iter"][str(offset)],
-                                                                                  "ns per iteration")]
+            notes += [f"{name} offset: {w}" for w in stats.instability_warnings(kept[str(offset)], "ns per iteration")]
         notes.append(pmu_note(machine))
+        confidence = f"{100 * (1 - raced.alpha_per_look):.4g}% CI"
         ratio = (f"the slowest offset takes x{1 + effect.value:.2f} the time of the fastest "
-                 f"(95% CI x{1 + effect.ci_low:.2f} to x{1 + effect.ci_high:.2f})")
+                 f"({confidence} x{1 + effect.ci_low:.2f} to x{1 + effect.ci_high:.2f})")
         if verdict == "reproduced":
             reason = f"{ratio}, p = {effect.p_value:.2g}; same bytes, different address"
         elif verdict == "not-reproduced":
-            reason = f"{ratio}: no offset is {MIN_EFFECT:.0%} slower here; this core's front end hides the boundaries"
+            reason = (f"{ratio}: no offset is {MIN_EFFECT:.0%} slower in this run; this core's front end hid the "
+                      "boundaries" + (" (on a VM that can change with the host's load: run it again later)"
+                                      if machine.value("virtualization") else ""))
+        else:
+            reason = f"{ratio}; {raced.undecided()}"
         return Verdict(self.name, verdict, reason, effect, notes=notes)
 
 

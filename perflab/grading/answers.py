@@ -1,0 +1,56 @@
+"""Checks that several exercises share: a learner's function against a reference, a learner's saved result."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from .. import results
+from ..errors import PerflabError
+from . import FAILED, PASSED, Answers, Check
+from .kernel import CallError, FunctionAnswer
+
+
+def close(got: Any, expected: float, rel: float = 1e-6) -> bool:
+    return isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, expected, rel_tol=rel)
+
+
+def _same(got: Any, expected: Any, rel: float) -> bool:
+    if isinstance(expected, tuple):
+        return isinstance(got, (tuple, list)) and len(got) == len(expected) and all(
+            close(g, e, rel) for g, e in zip(got, expected))
+    return close(got, expected, rel)
+
+
+def function_check(answers: Answers, name: str, reference: Callable, rel: float) -> Check:
+    """The learner's function, called in their kernel on the grader's fresh inputs, against the reference here."""
+    learner = answers.get(name)
+    if not isinstance(learner, FunctionAnswer):
+        return Check(f"{name} is defined", FAILED, "a function defined in your notebook", "not defined")
+    if learner.module != "__main__":
+        return Check(f"{name} is your own", FAILED, "a function written in your notebook",
+                     f"a function from {learner.module}")
+    inputs = answers.inputs[name]
+    for arguments, got in zip(inputs, learner.results):
+        expected = reference(*arguments)
+        if isinstance(got, CallError) or not _same(got, expected, rel):
+            shown = [round(v, 3) for v in arguments[0][:5]] if isinstance(arguments[0], list) else arguments
+            return Check(f"{name} on fresh data {shown}...", FAILED, repr(expected), repr(got))
+    return Check(f"{name} on {len(inputs)} fresh data sets", PASSED, "matches perflab.stats", "matches")
+
+
+def saved_result(answers: Answers, made_by: str, key: str = "result") -> tuple[dict | None, Check]:
+    """The learner's saved result, reloaded from disk, if perflab wrote it here and nobody changed it since."""
+    name = "your measurement, saved by perflab on this machine"
+    result = answers.get(key)
+    path = result.get("path") if isinstance(result, dict) else None
+    if not path:
+        return None, Check(name, FAILED, f"`{key}` from {made_by}", repr(result)[:80])
+    try:
+        saved = results.load(path)
+    except PerflabError as err:
+        return None, Check(name, FAILED, "a readable result file", str(err))
+    problems = results.provenance_problems(saved)
+    if problems:
+        return None, Check(name, FAILED, f"the file {made_by} wrote, unchanged", f"{path}: {'; '.join(problems)}")
+    return saved, Check(name, PASSED, "a result file with its provenance", path)

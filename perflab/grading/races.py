@@ -1,0 +1,61 @@
+"""Graders that race programs: the learner's version against the baseline, with a known fix and a known wrong
+fix in the same interleaved rounds, until the grade is decided.
+
+- passed: the learner's version is faster by the threshold, significantly, and the known wrong fix is not;
+- failed: the learner's version is not faster, and the known fix is (so this machine shows the effect);
+- inconclusive: the known wrong fix is faster too (this run cannot tell a fix from a wrong one), or the known
+  fix is not faster either (this machine did not show the effect), or the budget ran out undecided.
+
+Three comparisons make the grade, so each look judges each at a third of the look's error rate.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .. import stats
+from ..lock import measurement_lock
+from ..runner import run_once
+from ..sequential import Plan, race
+from ..verdict import judge_change
+from . import FAILED, INCONCLUSIVE, PASSED, Check
+
+BASELINE, YOURS, RIGHT, WRONG = "baseline", "yours", "known fix", "known wrong fix"
+
+
+def grade_of(values: dict[str, list[float]], alpha: float, min_effect: float,
+             statistic: Callable = stats.median) -> tuple[str | None, str]:
+    """(status, why) from the rounds so far; status None while undecided."""
+    def faster(arm: str) -> tuple[str, str]:
+        verdict, reason, _ = judge_change(f"{arm} vs {BASELINE}", values[BASELINE], values[arm], min_effect,
+                                          statistic, alpha=alpha / 3)
+        return verdict, reason
+
+    (mine, mine_why), (right, right_why), (wrong, wrong_why) = faster(YOURS), faster(RIGHT), faster(WRONG)
+    if wrong == "reproduced":
+        return INCONCLUSIVE, (f"{mine_why}; but a known wrong fix was faster too ({wrong_why}): this run cannot "
+                              "tell a fix from a wrong one; grade again on a quieter machine")
+    if mine == "reproduced" and wrong == "not-reproduced":
+        return PASSED, mine_why
+    if mine == "not-reproduced" and right == "reproduced":
+        return FAILED, f"{mine_why} (a known fix was faster: {right_why})"
+    if mine == "not-reproduced" and right == "not-reproduced":
+        return INCONCLUSIVE, (f"{mine_why}; but the known fix was not faster either ({right_why}): this machine "
+                              "did not show the effect in this run; grade again, or on a machine that shows it")
+    return None, mine_why
+
+
+def race_fixes(argv: dict[str, list[str]], value: Callable[[list[dict]], float], plan: Plan, min_effect: float,
+               name: str, expected: str, statistic: Callable = stats.median) -> Check:
+    """Race the four programs of `argv` (keys BASELINE, YOURS, RIGHT, WRONG) until the grade is decided."""
+    def one_round(_r: int, order: list[str]) -> dict[str, float]:
+        return {arm: value([s for s in run_once(argv[arm])[1] if not s.get("warmup")]) for arm in order}
+
+    with measurement_lock(f"perflab grade: {name}"):
+        raced = race(list(argv), one_round,
+                     lambda values, alpha: grade_of(values, alpha, min_effect, statistic)[0] is not None,
+                     plan, control=BASELINE, desc="grading: racing the versions", progress=False)
+    status, why = grade_of(raced.kept_values(), raced.alpha_per_look, min_effect, statistic)
+    if status is None:
+        return Check(name, INCONCLUSIVE, expected, f"{why}; {raced.undecided()}")
+    return Check(name, status, expected, why)

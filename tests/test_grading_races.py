@@ -1,0 +1,35 @@
+"""The rule of a grader's race, on made-up rounds: it passes a learner's version only when a known wrong fix,
+raced beside it, is ruled out; a machine that cannot tell fixes apart gives inconclusive, never a pass."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from perflab.grading import FAILED, INCONCLUSIVE, PASSED
+from perflab.grading.races import BASELINE, RIGHT, WRONG, YOURS, grade_of
+
+MIN_EFFECT = 0.05
+
+
+def rounds(**speedups: float) -> dict[str, list[float]]:
+    rng = random.Random(3)
+    return {arm: [100 * (1 + speedups.get(arm, 0.0)) * rng.gauss(1, 0.01) for _ in range(40)]
+            for arm in (BASELINE, YOURS, RIGHT, WRONG)}
+
+
+@pytest.mark.parametrize("speedups, status", [
+    ({YOURS: 0.20, RIGHT: 0.20}, PASSED),
+    ({RIGHT: 0.20}, FAILED),  # yours no faster, the known fix is: this machine shows it, yours misses it
+    ({YOURS: 0.20, RIGHT: 0.20, WRONG: 0.20}, INCONCLUSIVE),  # the wrong fix is faster too: cannot tell them apart
+    ({YOURS: 0.20, WRONG: 0.20}, INCONCLUSIVE),  # a learner who submits the wrong fix, on a machine that rewards it
+    ({}, INCONCLUSIVE),  # nothing is faster, not even the known fix: the machine does not show it
+])
+def test_the_grade_of_a_race(speedups, status):
+    assert grade_of(rounds(**speedups), 0.01, MIN_EFFECT)[0] == status
+
+
+def test_too_few_rounds_stay_undecided():
+    few = {arm: values[:3] for arm, values in rounds(**{YOURS: 0.2, RIGHT: 0.2}).items()}
+    assert grade_of(few, 0.01, MIN_EFFECT)[0] is None

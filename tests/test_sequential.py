@@ -1,0 +1,75 @@
+"""Races that measure until decided, on made-up measurements (seeded, so every run of the test is the same)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from perflab.errors import PerflabError
+from perflab.sequential import DECIDED, Plan, race
+from perflab.verdict import judge_change
+
+MIN_EFFECT = 0.05
+
+
+def arms(speedup: float, seed: int, step_at: int | None = None, spread: float = 0.02):
+    """Made-up rounds: arm B is `speedup` faster than A; from round `step_at` on, both run at half speed."""
+    rng = random.Random(seed)
+
+    def one_round(r: int, order: list[str]) -> dict[str, float]:
+        level = 0.5 if step_at is not None and r >= step_at else 1.0
+        return {"A": level * rng.gauss(100, 100 * spread), "B": level * rng.gauss(100 * (1 + speedup), 100 * spread)}
+    return one_round
+
+
+def verdict(values, alpha):
+    return judge_change("B vs A", values["A"], values["B"], MIN_EFFECT, alpha=alpha)[0]
+
+
+def run(one_round, plan=Plan(5, 60, 60)):
+    return race(["A", "B"], one_round, lambda values, alpha: verdict(values, alpha) in DECIDED, plan, "A", "test",
+                progress=False)
+
+
+def test_a_clear_effect_is_decided_early():
+    raced = run(arms(0.30, seed=1))
+    assert raced.stopped == "decided" and raced.rounds == 10 and raced.looks == 2
+    assert verdict(raced.kept_values(), raced.alpha_per_look) == "reproduced"
+
+
+def test_no_effect_is_ruled_out_and_a_borderline_one_stays_open():
+    raced = run(arms(0.0, seed=2))
+    assert raced.stopped == "decided" and verdict(raced.kept_values(), raced.alpha_per_look) == "not-reproduced"
+    borderline = run(arms(0.05, seed=3, spread=0.2), Plan(5, 20, 60))
+    assert borderline.stopped == "rounds" and "all 20 rounds are measured" in borderline.undecided()
+
+
+def test_the_budget_stops_a_race_before_it_overruns():
+    def slow(r, order):
+        time.sleep(0.05)
+        return arms(0.05, seed=4, spread=0.3)(r, order)
+    raced = run(slow, Plan(2, 1000, budget_s=0.5))
+    assert raced.stopped == "budget" and raced.seconds <= 0.5 + 0.15 and "time budget ran out" in raced.undecided()
+
+
+def test_a_step_in_the_control_drops_the_rounds_before_it():
+    raced = run(arms(MIN_EFFECT, seed=5, step_at=12, spread=0.1), Plan(4, 40, 60))
+    assert raced.first_kept == 12 and "stepped from" in raced.notes[0] and "at round 13" in raced.notes[0]
+    assert all(value < 75 for value in raced.kept("A")), "only rounds at the new level are kept"
+
+
+def test_looking_often_keeps_the_error_rate_below_alpha():
+    """60 races of an effect just below the edge: how often does one end in a wrong `reproduced`? Rarely."""
+    wrong = 0
+    for seed in range(60):
+        raced = run(arms(0.03, seed=seed + 100, spread=0.05), Plan(5, 30, 60))
+        wrong += verdict(raced.kept_values(), raced.alpha_per_look) == "reproduced" and raced.stopped == "decided"
+    assert wrong <= 3, f"{wrong} of 60 races decided wrongly"
+
+
+@pytest.mark.parametrize("rounds", [0, -1, 10**6])
+def test_a_plan_refuses_impossible_rounds(rounds):
+    with pytest.raises(PerflabError, match="--runs between 1 and"):
+        Plan(5, rounds, 10)
