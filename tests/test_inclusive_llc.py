@@ -214,7 +214,7 @@ def test_short_real_run_writes_one_result():
     verdict = LAB.run(quick=True, runs=3, progress=False)
     assert verdict.verdict in ("reproduced", "not-reproduced", "inconclusive")
     result = results.load(verdict.results)
-    assert set(result["ns_per_access"]) == {lab.ALONE, *map(lab.label, lab.FRACTIONS)}
+    assert set(result["ns_per_access"]) == {lab.ALONE, *map(lab.label, LAB.QUICK.fractions)}
     assert all(len(v) == 3 for v in result["ns_per_access"].values())
     assert result["timeline"]["aggressor_on_ms"] < result["timeline"]["aggressor_off_ms"]
     assert result["prediction"]["expected"] in ("slowdown", "no slowdown", "unknown")

@@ -18,7 +18,8 @@ from .run import FRACTIONS, LAB, Settings, judge_sweep, sweep
 
 PREDICT_FRACTIONS = (0.5, 0.75, 0.9, 0.95, 1.0, 1.5)
 SCALED_SETS = 64  # the described L3 has 16384 sets; 64 behave the same and simulate in a blink
-FRESH = Settings(rounds=40, budget_s=30, victim_ms=150, timeline_ms=0, stress_seconds=0, stress_rounds=0)
+FRESH = Settings(rounds=60, budget_s=30, fractions=(FRACTIONS[0], FRACTIONS[-1]), victim_ms=150, timeline_ms=0,
+                 stress_seconds=0, stress_rounds=0)
 RISKS = ("none", "back-invalidation", "shared L1")
 
 
@@ -105,7 +106,7 @@ def _fresh_measurement(machine, claim) -> Check:
     except CannotShow as reason:
         return Check(name, INCONCLUSIVE, "a machine that can measure this", str(reason))
     with measurement_lock("perflab grade: llc-predict"):
-        measured = sweep(pair, FRESH, progress=False, fractions=(FRACTIONS[0], FRACTIONS[-1]))
+        measured = sweep(pair, FRESH, progress=False, fractions=FRESH.fractions)
     verdict, reason, _ = judge_sweep(measured["ns_per_access"], measured["race"]["alpha_per_look"])
     fresh = {"reproduced": True, "not-reproduced": False}.get(verdict)
     if fresh is None:

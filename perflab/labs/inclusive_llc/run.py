@@ -29,6 +29,7 @@ class Settings:
 
     rounds: int  # at most this many interleaved rounds (each: the victim alone and beside every aggressor size)...
     budget_s: float  # ...and at most this long: the sweep stops as soon as the verdict is decided
+    fractions: tuple[float, ...]  # the aggressor's sizes, in LLCs: the first and the last decide the verdict
     victim_ms: int  # how long each victim run lasts
     timeline_ms: int  # each phase of the timeline: alone, with the aggressor, alone again
     stress_seconds: int  # each stress-ng victim run
@@ -183,8 +184,11 @@ class InclusiveLLC(Lab):
     """An inclusive LLC evicts another core's L1: a victim beside an aggressor that outgrows the LLC."""
 
     name = "inclusive-llc"
-    QUICK = Settings(rounds=40, budget_s=25, victim_ms=150, timeline_ms=500, stress_seconds=1, stress_rounds=3)
-    FULL = Settings(rounds=120, budget_s=150, victim_ms=300, timeline_ms=1000, stress_seconds=3, stress_rounds=6)
+    # A quick run measures three sizes (inside, at, and beyond the LLC): twice the rounds in its budget.
+    QUICK = Settings(rounds=60, budget_s=30, fractions=(FRACTIONS[0], 1.0, FRACTIONS[-1]), victim_ms=150,
+                     timeline_ms=500, stress_seconds=1, stress_rounds=3)
+    FULL = Settings(rounds=120, budget_s=150, fractions=FRACTIONS, victim_ms=300, timeline_ms=1000, stress_seconds=3,
+                    stress_rounds=6)
     RUNS = ("rounds",)
     EMULATED = "an emulated CPU has no caches, so nothing can be evicted"
     IN_A_VM = ("in a VM the LLC's size and inclusion are what the hypervisor reports, and other guests share the "
@@ -222,13 +226,12 @@ class InclusiveLLC(Lab):
     def measure(self, machine: Machine, pair: Pair, settings: Settings, progress: bool) -> dict[str, Any]:
         """The sweep, then one long victim run that draws the eviction as it happens."""
         events = pmu_events(machine)
-        measured = sweep(pair, settings, tuple(events), progress)
+        measured = sweep(pair, settings, tuple(events), progress, settings.fractions)
         picture = timeline(ensure_built(SOURCE_DIR, "victim"), ensure_built(SOURCE_DIR, "aggressor"), pair.victim_cpu,
                            pair.aggressor_cpu, pair.working_set, int(FRACTIONS[-1] * pair.llc_bytes), settings.timeline_ms)
         result = results.new_result(self.name, "sweep", machine.summary(), {
             "victim_cpu": pair.victim_cpu, "aggressor_cpu": pair.aggressor_cpu, "llc": pair.llc,
-            "llc_bytes": pair.llc_bytes, "working_set": pair.working_set, "fractions": list(FRACTIONS),
-            "events": events, **asdict(settings)})
+            "llc_bytes": pair.llc_bytes, "working_set": pair.working_set, "events": events, **asdict(settings)})
         result.update(prediction=predict(machine), timeline=picture, **measured)
         return result
 
