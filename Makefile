@@ -18,7 +18,7 @@ ALLOW_ROOT     := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
 	@echo "perflab: JupyterLab on 127.0.0.1:$(PORT); open the URL with the token printed below. Ctrl-C stops it."
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser $(ALLOW_ROOT) \
-	    --LabApp.default_url=/files/welcome.html --ServerApp.root_dir=$(CURDIR)
+	    --LabApp.default_url=/perflab/ --ServerApp.root_dir=$(CURDIR)
 
 test: setup test-deps
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
@@ -38,10 +38,12 @@ $(UV):
 	$(TOOLS)/uv/bin/pip install -q uv==$(UV_VERSION)
 
 # The lock file pins every Python package; --frozen refuses to run if it is stale.
-# JupyterLab's defaults come from deps/: no news pop-up over the course's notebooks.
-$(VENV)/.synced: pyproject.toml uv.lock deps/jupyterlab-overrides.json | $(UV)
+# JupyterLab's defaults come from deps/: no news pop-up over the course's notebooks, and the
+# perflab server extension (the landing page, the book, the learner's workspace in work/).
+$(VENV)/.synced: pyproject.toml uv.lock deps/jupyterlab-overrides.json deps/jupyter-server-perflab.json | $(UV)
 	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --python python3 --quiet
 	install -D -m 644 deps/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	install -D -m 644 deps/jupyter-server-perflab.json $(VENV)/etc/jupyter/jupyter_server_config.d/perflab.json
 	touch $@
 
 # Only the search feature: JupyterLab serves the built book, so mdBook's own server is not needed (and compiles for minutes).

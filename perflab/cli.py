@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -70,6 +71,13 @@ def _run_lab_in_vm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clear_progress_line() -> None:
+    """Progress bars draw on stderr with carriage returns; wipe their line so the verdict starts clean."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .report import run_all
 
@@ -78,6 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.lab == "all":
         verdicts, report_path = run_all(cpus=args.cpus, quick=args.quick, runs=args.runs, wait=not args.no_wait,
                                         progress=not args.json)
+        _clear_progress_line()
         if args.json:
             _print_json({"labs": [v.to_json() for v in verdicts], "report": str(report_path)})
         else:
@@ -86,6 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"report: {report_path}")
         return 0
     verdict = _run_lab(args.lab, args)
+    _clear_progress_line()
     if args.json:
         _print_json(verdict.to_json())
     else:
@@ -109,12 +119,53 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_progress(args: argparse.Namespace) -> int:
     from .grading import progress
+    from .overview import exercise_rows, render_exercises
 
     if args.reset:
         progress.reset()
         print(f"progress reset ({progress.progress_path()})")
     else:
-        print(progress.render())
+        print(render_exercises(exercise_rows()))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from . import overview
+
+    if args.json:
+        _print_json({"labs": [vars(r) for r in overview.lab_rows()],
+                     "exercises": [vars(r) for r in overview.exercise_rows()]})
+    else:
+        print(overview.render())
+    return 0
+
+
+def cmd_hint(args: argparse.Namespace) -> int:
+    from .grading import next_hint
+    from .grading.manifest import load_manifest
+
+    exercise = load_manifest().find(args.exercise)
+    shown = next_hint(exercise)
+    if shown is None:
+        print(f"{exercise.name} has no hints; its notebook says what to do")
+        return 0
+    opened = shown[0]
+    first = 1 if args.all else opened
+    for number in range(first, opened + 1):
+        print(f"hint {number} of {len(exercise.hints)}: {exercise.hints[number - 1]}")
+    if opened < len(exercise.hints) and not args.all:
+        print("(each failed grade opens one more hint; --all shows them all)")
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    from .grading.manifest import load_manifest
+    from .workspace import reset
+
+    exercise = load_manifest().find(args.exercise)
+    backup = reset(exercise.exercise_path, exercise.learner_path)
+    print(f"{exercise.learner_path}: a fresh copy" + (f"; yours is kept in {backup}" if backup else ""))
+    print("reload it in JupyterLab (File > Reload Notebook from Disk) before you go on")
     return 0
 
 
@@ -135,9 +186,15 @@ def cmd_c2c_heatmap(args: argparse.Namespace) -> int:
     from .labs.core_to_core.figures import heatmap
     from .labs.core_to_core.matrix import load
 
+    output = Path(args.output)
+    if output.suffix.lower() != ".png":
+        raise PerflabError(f"{output}: the heatmap is a PNG; give -o a name ending in .png")
+    if not output.parent.resolve().is_dir() or not os.access(output.parent.resolve(), os.W_OK):
+        raise PerflabError(f"cannot write {output}: its folder {output.parent} does not exist or is not writable; "
+                           "create it or choose another -o")
     matrix = load(args.file)
-    heatmap(matrix, analyze(matrix)).savefig(args.output, dpi=120, bbox_inches="tight")
-    print(args.output)
+    heatmap(matrix, analyze(matrix)).savefig(output, dpi=120, bbox_inches="tight")
+    print(output)
     return 0
 
 
@@ -236,9 +293,38 @@ def machine_names() -> list[str]:
     return names()
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line that says where the help is (exit code 2, as argparse's)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
+def _runs(text: str) -> int:
+    from .sequential import MAX_RUNS
+
+    try:
+        runs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--runs takes a whole number of rounds, not {text!r}") from None
+    if not 1 <= runs <= MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"--runs {runs} is out of range: give 1 to {MAX_RUNS}")
+    return runs
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timeout takes seconds, not {text!r}") from None
+    if not 1 <= seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"--timeout {text} is out of range: give 1 to 86400 seconds")
+    return seconds
+
+
 def build_parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="perflab", formatter_class=formatter,
         description="Make CPU and OS performance phenomena happen on this machine, measure them, and say whether they showed.",
         epilog=_examples("perflab probe", "perflab run core-to-core --quick", "perflab run all --quick",
@@ -261,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer repetitions: a first look in seconds, not a final answer")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON (lab, verdict, reason, effect, results)")
     p.add_argument("-C", "--cpus", metavar="LIST", help="CPUs to use, like 0-3,8 (default: all online)")
-    p.add_argument("--runs", type=int, metavar="N", help="interleaved rounds (more runs: narrower confidence intervals)")
+    p.add_argument("--runs", type=_runs, metavar="N", help="interleaved rounds (more runs: narrower confidence intervals)")
     p.add_argument("--no-wait", action="store_true", help="fail at once if another measurement is running")
     p.add_argument("--vm", metavar="PROFILE", help="run the lab inside a VM of this profile (see `perflab vm list`)")
     p.add_argument("--progress", action="store_true", help="progress bars on stderr even with --json")
@@ -271,8 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=_examples("perflab grade c2c-harmonic-mean", "perflab grade c2c-pipeline-pinning --json",
                                         "perflab grade c2c-measure-pair --notebook my-copy.ipynb"))
     p.add_argument("exercise", help="exercise name, as in exercises/manifest.toml")
-    p.add_argument("--notebook", help="grade this notebook instead of the one in exercises/ (not recorded as progress)")
-    p.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
+    p.add_argument("--notebook", help="grade this notebook instead of your copy in work/exercises/ "
+                                      "(recorded as progress only if it is that copy)")
+    p.add_argument("--timeout", type=_seconds, default=600, metavar="SECONDS",
                    help="stop a cell that runs longer than this (default 600): graded as failed")
     p.add_argument("--json", action="store_true", help="print each check as JSON")
     p.set_defaults(func=cmd_grade)
@@ -281,6 +368,23 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=_examples("perflab progress", "perflab progress --reset"))
     p.add_argument("--reset", action="store_true", help="forget all progress")
     p.set_defaults(func=cmd_progress)
+
+    p = sub.add_parser("list", help="every lab with its last verdict here, every exercise with its status",
+                       formatter_class=formatter, epilog=_examples("perflab list", "perflab list --json"))
+    p.add_argument("--json", action="store_true", help="labs and exercises as JSON")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("hint", help="the next hint for an exercise (one more after each failed grade)",
+                       formatter_class=formatter, epilog=_examples("perflab hint c2c-harmonic-mean",
+                                                                   "perflab hint slow-build --all"))
+    p.add_argument("exercise", help="exercise name, as `perflab list` shows it")
+    p.add_argument("--all", action="store_true", help="every hint opened so far, not only the latest")
+    p.set_defaults(func=cmd_hint)
+
+    p = sub.add_parser("reset", help="a fresh copy of an exercise notebook; yours is kept in work/.backup/",
+                       formatter_class=formatter, epilog=_examples("perflab reset c2c-harmonic-mean"))
+    p.add_argument("exercise", help="exercise name, as `perflab list` shows it")
+    p.set_defaults(func=cmd_reset)
 
     c2c = sub.add_parser("c2c", help="core-to-core latency matrices: the pinning advisor")
     c2c_sub = c2c.add_subparsers(dest="c2c_command", required=True, metavar="ACTION")
@@ -350,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv[1:]  # after the command's name: `run --vm` forwards it
     handler: Callable[[argparse.Namespace], int] = args.func
     try:
-        if getattr(args, "cpus", None):
+        if getattr(args, "cpus", None) is not None:
             args.cpus = parse_cpulist(args.cpus)
         return handler(args)
     except PerflabError as err:

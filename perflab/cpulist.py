@@ -5,6 +5,9 @@ from __future__ import annotations
 from .errors import PerflabError
 
 
+MAX_CPU_ID = 8191  # Linux's largest NR_CPUS; a bigger id is a typo, and "0-10**9" must not fill the memory
+
+
 def parse_cpulist(text: str) -> list[int]:
     """Parse "0-3,8" into [0, 1, 2, 3, 8]; raises PerflabError on malformed text."""
     cpus: list[int] = []
@@ -17,13 +20,18 @@ def parse_cpulist(text: str) -> list[int]:
                 first, last = (int(x) for x in part.split("-", 1))
                 if last < first:
                     raise ValueError
-                cpus.extend(range(first, last + 1))
+                cpus.extend(range(first, min(last, MAX_CPU_ID + 1) + 1))
             else:
                 cpus.append(int(part))
         except ValueError:
             raise PerflabError(
                 f"bad CPU list {text!r}: write CPU ids like 0-3,8 (see `perflab probe` for the online CPUs)"
             ) from None
+    if not cpus:
+        raise PerflabError(f"empty CPU list {text!r}: write CPU ids like 0-3,8 (see `perflab probe` for the online CPUs)")
+    if max(cpus) > MAX_CPU_ID:
+        raise PerflabError(f"CPU {max(cpus)} in {text!r} is beyond any machine (Linux numbers CPUs below "
+                           f"{MAX_CPU_ID + 1}): pick CPUs from `perflab probe`")
     return sorted(set(cpus))
 
 

@@ -16,6 +16,7 @@ from IPython.display import HTML, display
 from .errors import PerflabError
 from .labs import Lab
 from .probe import Machine
+from .text import inline_html
 from .verdict import COLOURS, Verdict
 
 
@@ -27,10 +28,10 @@ def quick_mode() -> bool:
 def show_verdict(verdict: Verdict, lab: Lab) -> None:
     """The verdict in colour, its notes, then the lab's figures."""
     colour = COLOURS[verdict.verdict]
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes)
+    notes = "".join(f"<li>{inline_html(n)}</li>" for n in verdict.notes)
     display(HTML(
         f'<p><span style="background:{colour};color:white;padding:2px 8px;border-radius:4px;font-weight:bold">'
-        f"{verdict.verdict}</span> {html.escape(verdict.reason)}</p><ul>{notes}</ul>"
+        f"{verdict.verdict}</span> {inline_html(verdict.reason)}</p><ul>{notes}</ul>"
         f"<p><small>results: <code>{html.escape(verdict.results or 'none')}</code></small></p>"
     ))
     for title, figure in lab.figures(verdict):

@@ -19,9 +19,17 @@ def distributions(samples: dict[str, Sequence[float]], unit: str, title: str = "
     """
     figure = Figure(figsize=(7, 1.2 + 0.9 * len(samples)))
     ax = figure.subplots()
+    low_edge, high_edge = stats.plot_range([v for values in samples.values() for v in values])
+    beyond = 0
     for row, values in enumerate(samples.values()):
         jitter = [row + 0.25 * ((i * 0.618) % 1 - 0.5) for i in range(len(values))]
-        ax.scatter(values, jitter, s=12, alpha=0.5)
+        shown = [min(max(v, low_edge), high_edge) for v in values]
+        clipped = [v != s for v, s in zip(values, shown)]
+        beyond += sum(clipped)
+        ax.scatter([s for s, c in zip(shown, clipped) if not c], [j for j, c in zip(jitter, clipped) if not c],
+                   s=12, alpha=0.5)
+        ax.scatter([s for s, c in zip(shown, clipped) if c], [j for j, c in zip(jitter, clipped) if c],
+                   s=30, marker="x", color="black")
         mid = centre(values)
         if len(values) >= 2:
             low, high = centre_ci(values)
@@ -29,7 +37,8 @@ def distributions(samples: dict[str, Sequence[float]], unit: str, title: str = "
         ax.annotate(f"{centre_name} {mid:,.0f}", (mid, row + 0.45), ha="center", va="bottom", fontsize=8)
     ax.set_yticks(range(len(samples)), list(samples))
     ax.set_ylim(-0.5, len(samples) - 0.2)
-    ax.set_xlabel(unit)
+    ax.set_xlim(low_edge, high_edge)
+    ax.set_xlabel(unit + (f"  (x: {beyond} outlier{'s' if beyond > 1 else ''} drawn at the edge)" if beyond else ""))
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     figure.tight_layout()

@@ -12,6 +12,7 @@ from .errors import PerflabError
 from .labs import available, find, labs
 from .paths import results_dir
 from .results import write_atomic
+from .text import inline_html
 from .verdict import COLOURS, Verdict
 
 
@@ -19,8 +20,10 @@ def run_all(cpus=None, quick=True, runs=None, wait=True, progress=True) -> tuple
     """Run every lab of this version; a lab that cannot run here becomes a cannot-show verdict."""
     verdicts = []
     for name in available():
+        lab = find(name).load()
         try:
-            verdicts.append(find(name).load().run(cpus=cpus, quick=quick, runs=runs, progress=progress, wait=wait))
+            verdicts.append(lab.run(cpus=cpus, quick=quick, runs=runs if lab.RUNS else None, progress=progress,
+                                    wait=wait))
         except PerflabError as err:
             verdicts.append(Verdict(name, "cannot-show", str(err)))
     return verdicts, write_report(verdicts)
@@ -38,10 +41,10 @@ def _lab_section(verdict: Verdict) -> str:
     parts = [
         f"<section><h2>{lab.number}. {html.escape(lab.title)}</h2>",
         f'<p class="verdict" style="background:{colour}">{verdict.verdict}</p>',
-        f"<p>{html.escape(verdict.reason)}</p>",
+        f"<p>{inline_html(verdict.reason)}</p>",
     ]
     if verdict.notes:
-        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes) + "</ul>")
+        parts.append("<ul>" + "".join(f"<li>{inline_html(n)}</li>" for n in verdict.notes) + "</ul>")
     for title, figure in lab.load().figures(verdict):
         parts.append(f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{_png(figure)}">'
                      f"<figcaption>{html.escape(title)}</figcaption></figure>")

@@ -22,6 +22,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -117,9 +118,32 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def check_writable(folder: Path) -> None:
+    """Refuse before measuring, not after: a finished measurement must have somewhere to go."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        raise PerflabError(f"cannot write results to {folder} ({err.strerror}): make it writable, "
+                           "or set PERFLAB_RESULTS to a folder you can write") from None
+
+
 def save(result: dict[str, Any], folder: Path | None = None) -> Path:
-    """Write the result atomically; return its path."""
+    """Write the result atomically; return its path. If the folder fails after a measurement (a full disk),
+    the result goes to the temporary folder instead of being lost, and a warning says where."""
     folder = Path(folder or results_dir() / result["lab"])
+    try:
+        return _save_in(result, folder)
+    except OSError as err:
+        rescue = Path(tempfile.gettempdir()) / "perflab-results" / result["lab"]
+        rescue.mkdir(parents=True, exist_ok=True)
+        path = _save_in(result, rescue)
+        print(f"perflab: could not write to {folder} ({err.strerror}); the result is kept in {path}",
+              file=sys.stderr)
+        return path
+
+
+def _save_in(result: dict[str, Any], folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = result["created"].replace(":", "").replace("-", "").replace("+0000", "Z")
     path = folder / f"{stamp}-{result['kind']}.json"
@@ -149,3 +173,15 @@ def latest(lab: str, kind: str) -> Path | None:
     """The newest result of this lab and kind, if any."""
     found = sorted((results_dir() / lab).glob(f"*-{kind}*.json"))
     return found[-1] if found else None
+
+
+def last_verdict(lab: str) -> str | None:
+    """The verdict of this lab's newest saved run, if any (results without a verdict block are skipped)."""
+    for path in sorted((results_dir() / lab).glob("*.json"), reverse=True)[:20]:
+        try:
+            verdict = json.loads(path.read_text()).get("verdict")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(verdict, dict) and "verdict" in verdict:
+            return verdict["verdict"]
+    return None

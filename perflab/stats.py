@@ -409,3 +409,16 @@ def summarize(xs: Sequence[float], confidence: float = 0.95) -> dict:
 
 # Row-wise numpy equivalents of the statistics above: same numbers, much faster bootstraps.
 _ROWWISE: dict[Callable, Callable] = {mean: np.mean, median: np.median}
+
+
+def plot_range(values: Sequence[float], fence: float = 3.0) -> tuple[float, float]:
+    """An axis range for a strip plot: every point inside Tukey's far fences (quartiles -/+ 3 IQR), padded 5%.
+
+    One outlier at 50x the rest must not squeeze every other point into one pixel; the plot marks it at the edge.
+    """
+    q1, q3 = np.percentile(values, [25, 75])
+    spread = (q3 - q1) or abs(q3) * 0.05 or 1.0
+    inside = [v for v in values if q1 - fence * spread <= v <= q3 + fence * spread]
+    low, high = min(inside), max(inside)
+    pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
+    return float(low - pad), float(high + pad)

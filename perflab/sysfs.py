@@ -76,4 +76,8 @@ def _why(err: OSError) -> str:
 
 
 def default_root() -> SysRoot:
-    return SysRoot(os.environ.get("PERFLAB_SYSROOT", "/"))
+    root = os.environ.get("PERFLAB_SYSROOT", "/")
+    if not Path(root, "sys").is_dir() and not Path(root, "proc").is_dir():
+        raise PerflabError(f"PERFLAB_SYSROOT={root} has no sys/ or proc/ folder: point it at a machine tree "
+                           "such as tests/fixtures/machines/intel-2s-smt, or unset it")
+    return SysRoot(root)

@@ -18,6 +18,7 @@ SHARED_C2C = REPO.parent / "shared" / "datasets" / "core-to-core"
 def isolated_state(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("PERFLAB_PROGRESS", str(tmp_path / "progress.txt"))
+    monkeypatch.setenv("PERFLAB_WORKSPACE", str(tmp_path / "work"))
     monkeypatch.setenv("PERFLAB_LOCK", str(tmp_path / "measure.lock"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     return tmp_path
@@ -36,7 +37,15 @@ def every_lab_quick(tmp_path_factory) -> tuple[dict, Path]:
 
     folder = tmp_path_factory.mktemp("run-all")
     env = {"PERFLAB_RESULTS": str(folder / "results"), "PERFLAB_LOCK": str(folder / "measure.lock"),
-           "PERFLAB_PROGRESS": str(folder / "progress.txt")}
+           "PERFLAB_PROGRESS": str(folder / "progress.txt"), "PERFLAB_WORKSPACE": str(folder / "work")}
     done = run_cli("run", "all", "--quick", "--json", env=env, timeout=900)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), folder / "results"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item: browser fixtures save a screenshot when the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report

@@ -1,7 +1,10 @@
-"""JupyterLab starts as `make lab` starts it, and headless Chromium loads the landing page."""
+"""A learner's first clicks, in a real browser: JupyterLab started as `make lab` starts it, driven by Playwright
+with Debian's Chromium. A failing test leaves a screenshot in build/browser-screenshots/."""
 
 from __future__ import annotations
 
+import os
+import re
 import secrets
 import shutil
 import socket
@@ -10,10 +13,12 @@ import time
 import urllib.request
 
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
 from conftest import REPO
 
 CHROMIUM = shutil.which("chromium")
+SCREENSHOTS = REPO / "build" / "browser-screenshots"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: `make test` installs it")]
 
@@ -24,57 +29,147 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _makefile_lab_arguments() -> list[str]:
+    """The JupyterLab options of `make lab`, read from the Makefile so that this test starts what a learner starts."""
+    recipe = re.search(r"^lab:.*?\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M).group(1)
+    return [a for a in re.findall(r"--[\w.]+=\S+|--[\w-]+", recipe.replace("\\\n", " ")) if "$(" not in a]
+
+
 @pytest.fixture(scope="module")
-def jupyter():
+def jupyter(tmp_path_factory):
+    """JupyterLab on a free port, its root a fresh folder: the learner's workspace and progress live there."""
+    root = tmp_path_factory.mktemp("jupyter-root")
     port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "PERFLAB_WORKSPACE": str(root / "work"), "PERFLAB_RESULTS": str(root / "results"),
+           "PERFLAB_LOCK": str(root / "measure.lock"), "PERFLAB_QUICK": "1",
+           "JUPYTERLAB_WORKSPACES_DIR": str(root / ".lab-workspaces")}  # no tabs left open by an earlier run
+    env.pop("PERFLAB_PROGRESS", None)  # progress in the workspace, as for a learner
+    # A learner who solved the harmonic-mean exercise: their copy is the reference solution.
+    (root / "work" / "exercises" / "01-core-to-core").mkdir(parents=True)
+    shutil.copy(REPO / "solutions" / "01-core-to-core" / "harmonic-mean.ipynb",
+                root / "work" / "exercises" / "01-core-to-core" / "harmonic-mean.ipynb")
     server = subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "jupyter"), "lab", "--ip=127.0.0.1", f"--port={port}", "--no-browser",
-         "--allow-root", f"--IdentityProvider.token={token}", "--LabApp.default_url=/files/welcome.html",
-         f"--ServerApp.root_dir={REPO}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [str(REPO / ".venv" / "bin" / "jupyter"), "lab", f"--port={port}", "--allow-root",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         *[a for a in _makefile_lab_arguments() if not a.startswith(("--port", "--ServerApp.root_dir"))]],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
+        for _ in range(240):
             try:
                 urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
                 break
             except OSError:
                 time.sleep(0.5)
         else:
-            pytest.fail("JupyterLab did not answer within 60 s")
-        yield base, token
+            pytest.fail("JupyterLab did not answer within 120 s")
+        yield base, token, root
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a kernel still measuring: do not wait for it
+            server.kill()
+            server.wait()
 
 
-def _dump_dom(url: str, tmp_path, budget_ms: int = 5000) -> str:
-    done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'chromium'}", f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
-        capture_output=True, text=True, timeout=120)
-    return done.stdout
+@pytest.fixture
+def page(request):
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        context.set_default_timeout(60_000)
+        tab = context.new_page()
+        yield tab
+        for old in SCREENSHOTS.glob(f"{request.node.name}-*.png"):
+            old.unlink()
+        if getattr(request.node, "report_call", None) is None or request.node.report_call.failed:
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            for n, open_page in enumerate(context.pages):
+                open_page.screenshot(path=SCREENSHOTS / f"{request.node.name}-{n}.png", full_page=True)
+        browser.close()
 
 
-def test_landing_page_links_book_labs_and_exercises(jupyter, tmp_path):
-    base, token = jupyter
-    dom = _dump_dom(f"{base}/?token={token}", tmp_path)
-    assert "perflab" in dom and "Core numbers lie about distance" in dom
-    for link in ("/files/book/build/index.html", "/lab/tree/labs/01-core-to-core/lab.ipynb",
-                 "/lab/tree/exercises/01-core-to-core/harmonic-mean.ipynb"):
-        assert link in dom, f"landing page lacks a link to {link}"
+def test_the_book_opens_from_the_landing_page_styled_with_sidebar_and_search(jupyter, page):
+    base, token, _ = jupyter
+    page.goto(f"{base}/?token={token}")
+    assert page.url.startswith(f"{base}/perflab/"), "JupyterLab does not open on the landing page"
+    page.get_by_role("link", name="Read the book").click()
+    page.wait_for_url(f"{base}/perflab/book/index.html")
+    sidebar = page.locator("#sidebar")
+    expect(sidebar, "the book's sidebar is not shown: its CSS or JavaScript did not load").to_be_visible()
+    assert page.evaluate("getComputedStyle(document.querySelector('#sidebar')).position") == "fixed"
+    sidebar.get_by_role("link", name=re.compile("Core numbers lie about distance")).click()
+    page.wait_for_url(re.compile(r".*/perflab/book/labs/01-core-to-core\.html"))
+    page.locator("#search-toggle").click()
+    page.wait_for_load_state("networkidle")  # the search index arrives after the page
+    page.locator("#searchbar").press_sequentially("harmonic")
+    expect(page.locator("#searchresults a").first, "the book's search found nothing for 'harmonic'").to_be_visible(
+        timeout=30_000)
+    page.keyboard.press("Escape")
+    page.get_by_role("link", name="your copy").click()  # the chapter links the learner's copy of the notebook
+    page.wait_for_url(re.compile(r".*/lab/tree/work/labs/01-core-to-core/lab\.ipynb"))
+    page.locator(".jp-Notebook").wait_for()
+    expect(page.locator(".jp-Notebook")).to_contain_text("Read the chapter first")
 
 
-def test_jupyterlab_opens_the_lab_notebook(jupyter, tmp_path):
-    base, token = jupyter
-    dom = _dump_dom(f"{base}/lab/tree/labs/01-core-to-core/lab.ipynb?token={token}", tmp_path, budget_ms=20000)
-    assert "jp-Notebook" in dom or "jp-LabShell" in dom, "JupyterLab's shell did not render"
+def test_lab_one_runs_all_and_shows_its_run_widget(jupyter, page):
+    base, token, root = jupyter
+    page.goto(f"{base}/?token={token}")
+    page.get_by_role("link", name="Core numbers lie about distance").click()
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    _run_all_cells(page)
+    page.locator(".jp-OutputArea-output .widget-button").first.wait_for(timeout=300_000)
+    verdict = page.locator(".jp-OutputArea-output", has_text=re.compile("REPRODUCED|INCONCLUSIVE|CANNOT-SHOW",
+                                                                           re.I)).first
+    verdict.wait_for(timeout=300_000)
+    assert (root / "work" / "labs" / "01-core-to-core" / "lab.ipynb").exists()
 
 
-def test_book_is_served(jupyter):
-    base, token = jupyter
-    if not (REPO / "book" / "build" / "index.html").exists():
-        pytest.skip("the book is not built: run `make test`, which builds it")
-    page = urllib.request.urlopen(f"{base}/files/book/build/index.html?token={token}", timeout=10).read().decode()
-    assert "perflab" in page
+def test_an_exercise_check_button_grades_and_the_landing_page_shows_it(jupyter, page):
+    base, token, root = jupyter
+    page.goto(f"{base}/?token={token}")
+    page.get_by_role("link", name="The harmonic mean of your own measurements").click()
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    _run_all_cells(page)
+    page.get_by_role("button", name="Check c2c-harmonic-mean").click()
+    result = page.locator(".jp-RenderedText", has_text=re.compile(r"c2c-harmonic-mean: (PASSED|INCONCLUSIVE)")).first
+    result.wait_for(timeout=300_000)
+    progress = (root / "work" / "progress.txt").read_text()
+    assert re.search(r"^c2c-harmonic-mean (passed|inconclusive) ", progress, re.M), progress
+    page.goto(f"{base}/perflab/")
+    expect(page.locator("tr", has_text="c2c-harmonic-mean")).to_contain_text(re.compile("passed|inconclusive"))
+
+
+def test_the_landing_page_lists_every_lab_and_exercise_from_the_manifests(jupyter):
+    from perflab.grading.manifest import load_manifest
+    from perflab.labs.manifest import labs
+
+    base, token, _ = jupyter
+    html = urllib.request.urlopen(f"{base}/perflab/?token={token}", timeout=30).read().decode()
+    for lab in labs():
+        assert lab.title.replace("'", "&#x27;") in html
+        assert (f'href="/lab/tree/work/{lab.folder}/lab.ipynb"' in html) == lab.ready
+    for exercise in load_manifest().exercises:
+        assert f'href="/lab/tree/work/exercises/{exercise.notebook}"' in html
+
+
+def _run_all_cells(page) -> None:
+    """Run > Run All Cells, as a learner does. Cells sent before the notebook's kernel is connected are dropped
+    without a sign, so wait for the kernel, and click again if no cell started."""
+    notebook = page.locator(".jp-NotebookPanel:visible")
+    for _ in range(4):
+        expect(page.locator(".jp-StatusBar-Widget", has_text="Idle").first).to_be_visible(timeout=120_000)
+        dialog = page.locator(".jp-Dialog")
+        if dialog.count():  # e.g. "Select Kernel" while the kernel starts: take JupyterLab's default
+            dialog.locator(".jp-mod-accept").first.click()
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile("^Run All Cells")).click()
+        try:
+            started = notebook.locator(".jp-InputPrompt", has_text=re.compile(r"\[(\*|\d+)\]")).first
+            expect(started).to_be_attached(timeout=15_000)
+            return
+        except AssertionError:
+            continue
+    pytest.fail("Run All Cells did not start the notebook's first cell")

@@ -100,14 +100,6 @@ def list_problems(repo: Path = REPO) -> list[str]:
     expected = [(lab.title, lab.chapter if lab.ready else "") for lab in labs()]
     if listed != expected:
         problems.append(f"the book's SUMMARY lists other labs than labs/manifest.toml: {listed} != {expected}")
-    welcome = (repo / "welcome.html").read_text()
-    notebooks = re.findall(r'<a href="/lab/tree/(labs/[^"]+)/lab.ipynb">Lab (\d+): ([^<]+)</a>', welcome)
-    expected = [(lab.folder, str(lab.number), lab.title) for lab in labs() if lab.ready]
-    if notebooks != expected:
-        problems.append(f"welcome.html links other lab notebooks than labs/manifest.toml: {notebooks} != {expected}")
-    soon = re.findall(r"<li>(\d+)\. ([^<]+)</li>", welcome[welcome.index('class="soon"'):])
-    if soon != [(str(lab.number), lab.title) for lab in labs() if not lab.ready]:
-        problems.append(f"welcome.html's coming labs differ from the planned ones in labs/manifest.toml: {soon}")
     return problems
 
 
@@ -166,7 +158,7 @@ def test_every_list_of_labs_agrees_with_the_manifest():
 # --- the checks can fail ----------------------------------------------------------------------------------
 
 def _copy_of_the_lists(tmp_path: Path) -> Path:
-    for name in ("README.md", "welcome.html", "book/src/introduction.md", "book/src/SUMMARY.md"):
+    for name in ("README.md", "book/src/introduction.md", "book/src/SUMMARY.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     return tmp_path
@@ -177,7 +169,6 @@ def _copy_of_the_lists(tmp_path: Path) -> Path:
      "| 6 | `loop-alignment` | The same loop, shifted a few bytes, runs slower | ready |", "README.md's table"),
     ("README.md", "| 3 | `first-core-ipi` | Interrupts land on a core that did not ask for them | planned |\n", "",
      "README.md's table"),
-    ("welcome.html", "<li>4. 5-level page tables cost on every minor fault</li>", "", "welcome.html's coming labs"),
     ("book/src/SUMMARY.md", "- [5-level page tables cost on every minor fault]()",
      "- [5-level page tables cost on every minor fault](labs/04-page-table-levels.md)", "the book's SUMMARY"),
     ("book/src/introduction.md", "| 2 | [inclusive-llc]", "| 2 | [inclusive-LLC]", "the introduction's table"),

@@ -1,12 +1,16 @@
-"""Lab notebooks run headless, top to bottom, in quick mode, as a learner's kernel would run them."""
+"""Lab notebooks run headless, top to bottom, in quick mode, as a learner's kernel would run them: the learner's
+copy in the workspace, saved with its outputs, and git sees no change."""
 
 from __future__ import annotations
+
+import subprocess
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
 from conftest import REPO
+from perflab import workspace
 
 LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 
@@ -15,8 +19,13 @@ LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 def test_lab_notebook_runs_in_quick_mode(path, monkeypatch):
     monkeypatch.setenv("PERFLAB_QUICK", "1")
     monkeypatch.delenv("MPLBACKEND")  # the kernel's own inline backend, as a learner has it
-    notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    git_before = _git_status()
+    workspace.prepare()
+    mine = workspace.lab_notebook(str(path.parent.relative_to(REPO)))
+    notebook = nbformat.read(mine, as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(mine.parent)}}).execute()
+    nbformat.write(notebook, mine)  # saved with its outputs, as JupyterLab would
+    assert _git_status() == git_before, "running the learner's copy changed files git tracks"
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
@@ -32,3 +41,8 @@ def test_lab_notebooks_are_short_and_import_the_package():
         assert "from perflab" in code[0]
         assert sum(len(c.splitlines()) for c in code) <= 40, f"{path}: logic belongs in the package"
         assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), f"{path}: commit without outputs"
+
+
+def _git_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout

@@ -27,3 +27,14 @@ def test_distributions_marks_the_centre_with_its_interval():
     ax = distributions(samples, "ns", centre=stats.median, centre_ci=stats.bootstrap_ci, centre_name="median").axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["A", "B"]
     assert any("median 20" in t.get_text() for t in ax.texts)
+
+
+def test_one_outlier_does_not_stretch_a_strip_plot():
+    from perflab.stats import plot_range
+
+    near_24 = [24.0 + 0.1 * (i % 7) for i in range(40)]
+    low, high = plot_range(near_24 + [1200.0])
+    assert 20 < low < 24 and 24.6 < high < 30, (low, high)
+    figure = distributions({"pair": near_24 + [1200.0]}, "ns")
+    assert figure.axes[0].get_xlim()[1] < 30
+    assert "outlier" in figure.axes[0].get_xlabel()

@@ -53,10 +53,10 @@ def test_la57_is_on_only_where_the_profile_asks():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("sockets = 0\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'", "at least 1"),
+    ("sockets = 0\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'", "sockets = 0 is not allowed.*from 1 to 256"),
     ("sockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\nkernel = 'lts'", "kernel must be"),
     ("sockets = 3\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\nnuma_nodes = 2", "split evenly"),
-    ("sockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\ncolour = 'red'", "unexpected keyword"),
+    ("sockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\ncolour = 'red'", "unknown key .colour."),
     ("sockets = [", "not valid TOML"),
     ("extends = 'bad'", "loops back"),
 ])

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import PerflabError
+from ..workspace import prepare
 from . import progress
 from .kernel import CELL_TIMEOUT_S, run_notebook
 from .manifest import load_manifest
@@ -44,6 +46,7 @@ class Report:
     checks: list[Check]
     cell_errors: list[str] = field(default_factory=list)
     hint: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -54,7 +57,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {"exercise": self.exercise, "status": self.status, "checks": [asdict(c) for c in self.checks],
-                "cell_errors": self.cell_errors, "hint": self.hint}
+                "cell_errors": self.cell_errors, "hint": self.hint, "notes": self.notes}
 
     def render(self) -> str:
         lines = [f"{self.exercise}: {self.status.upper()}"]
@@ -64,6 +67,7 @@ class Report:
             lines.append("Inconclusive is not a failure: a measurement moved. Run the notebook and grade again.")
         if self.hint:
             lines.append(f"hint: {self.hint}")
+        lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -90,26 +94,45 @@ class Answers(dict):
         self.inputs = inputs
 
 
-def _hint(exercise, attempts: int) -> str | None:
-    """One more hint for each failed attempt, as rustlings does."""
-    return exercise.hints[min(attempts, len(exercise.hints) - 1)] if exercise.hints else None
+def next_hint(exercise) -> tuple[int, str] | None:
+    """(number, hint): one more hint for each failed attempt, as rustlings does; None if it has no hints."""
+    if not exercise.hints:
+        return None
+    try:
+        attempts = progress.failures(exercise.name)
+    except PerflabError:  # an unreadable progress file costs the learner a hint, not their grade
+        attempts = 0
+    shown = min(attempts, len(exercise.hints) - 1)
+    return shown + 1, exercise.hints[shown]
 
 
 def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = True,
           timeout: float = CELL_TIMEOUT_S) -> Report:
-    """Grade an exercise: run its notebook (the learner's copy unless told otherwise) in a fresh kernel, then check
-    what it produced here. Progress is recorded only for the learner's own copy."""
+    """Grade an exercise: run its notebook (the learner's copy in work/ unless told otherwise) in a fresh kernel,
+    then check what it produced here. Progress is recorded only for the learner's own copy."""
     exercise = load_manifest().find(name)
-    path = Path(notebook) if notebook else exercise.exercise_path
+    path = Path(notebook) if notebook else exercise.learner_path
+    if not notebook and not path.exists():
+        prepare()  # first use without `make lab`: the learner's copy is the fresh exercise
     check_function = exercise.check_function()
     inputs = {fn: make() for fn, make in getattr(check_function, "functions", {}).items()}
     values, errors = run_notebook(path, inputs, timeout)
     report = Report(name, check_function(Answers(values, inputs)), errors)
-    if report.status == FAILED:
-        report.hint = _hint(exercise, progress.failures(name))
-    if record and path.resolve() == exercise.exercise_path.resolve():
-        progress.record(name, report.status)
+    if report.status == FAILED and (hint := next_hint(exercise)):
+        report.hint = hint[1]
+    if record and path.resolve() == exercise.learner_path.resolve():
+        try:
+            progress.record(name, report.status)
+        except PerflabError as err:
+            report.notes.append(str(err))
     return report
+
+
+def this_notebook(name: str) -> Path:
+    """The notebook this kernel belongs to (Jupyter Server names it in JPY_SESSION_NAME), else the learner's copy."""
+    exercise = load_manifest().find(name)
+    session = Path(os.environ.get("JPY_SESSION_NAME", ""))
+    return session if session.name == Path(exercise.notebook).name and session.is_file() else exercise.learner_path
 
 
 def check_button(name: str):
@@ -124,10 +147,11 @@ def check_button(name: str):
         output.clear_output()
         button.disabled = True
         with output:
-            saved = load_manifest().find(name).exercise_path
+            saved = this_notebook(name)
             print(f"grading {saved.name} as saved at {dt.datetime.fromtimestamp(saved.stat().st_mtime):%H:%M:%S} "
                   "(save first: Ctrl-S), from the top, in a fresh kernel...", flush=True)
-            done = subprocess.run([sys.executable, "-m", "perflab", "grade", name], capture_output=True, text=True)
+            done = subprocess.run([sys.executable, "-m", "perflab", "grade", name, "--notebook", str(saved)],
+                                  capture_output=True, text=True)
             print(done.stdout or done.stderr)
         button.disabled = False
 

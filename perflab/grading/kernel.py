@@ -57,7 +57,8 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
         raise PerflabError(f"{path} is not a file: give the path of an exercise notebook (.ipynb)")
     try:
         return nbformat.read(path, as_version=4)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError, ValueError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError, ValueError,
+            AttributeError, KeyError, TypeError) as err:  # JSON that is not a notebook fails deep in nbformat
         raise PerflabError(f"{path} is not a notebook that can be read ({type(err).__name__}): open it in "
                            "JupyterLab and save it, or `perflab reset` the exercise") from None
 

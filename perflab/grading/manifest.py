@@ -7,7 +7,8 @@ Schema (format_version 2):
   [[exercise]]     one table per exercise:
     name       stable id used by `perflab grade NAME`; the lab that lists it
                in labs/manifest.toml is its lab
-    notebook   path below exercises/ (learner copy) and solutions/ (reference)
+    notebook   path below exercises/ (generated from the solution), solutions/
+               (reference) and work/exercises/ (the learner's own copy)
     checks     a function in its lab's exercises.py; it takes the notebook's
                namespace and returns a list of Check
     hints      questions, shown when a check fails, one more each attempt
@@ -44,6 +45,12 @@ class Exercise:
     @property
     def exercise_path(self) -> Path:
         return EXERCISES_DIR / self.notebook
+
+    @property
+    def learner_path(self) -> Path:
+        from ..workspace import workspace_dir
+
+        return workspace_dir() / "exercises" / self.notebook
 
     @property
     def solution_path(self) -> Path:

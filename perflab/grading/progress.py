@@ -10,26 +10,40 @@ import datetime as dt
 import os
 from pathlib import Path
 
-from ..paths import REPO_ROOT
+from ..errors import PerflabError
+from ..workspace import workspace_dir
+
+STATUSES = ("passed", "failed", "inconclusive")
 
 
 def progress_path() -> Path:
-    return Path(os.environ.get("PERFLAB_PROGRESS", REPO_ROOT / "progress.txt"))
+    return Path(os.environ.get("PERFLAB_PROGRESS", workspace_dir() / "progress.txt"))
 
 
 def record(exercise: str, status: str) -> None:
     path = progress_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as out:
-        out.write(f"{exercise} {status} {dt.datetime.now(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ}\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(f"{exercise} {status} {dt.datetime.now(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ}\n")
+    except OSError as err:
+        raise PerflabError(f"progress not recorded: cannot append to {path} ({err.strerror}); "
+                           "fix its permissions or set PERFLAB_PROGRESS to a file you own") from None
 
 
 def entries() -> list[tuple[str, str]]:
-    """(exercise, status) for every attempt, oldest first."""
+    """(exercise, status) for every attempt, oldest first. Lines that are not "<name> <status> ..." are skipped:
+    the file is the learner's to edit, and a stray line must not cost them their progress."""
     path = progress_path()
-    if not path.exists():
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
         return []
-    return [(p[0], p[1]) for p in (line.split() for line in path.read_text().splitlines()) if len(p) >= 2]
+    except OSError as err:
+        raise PerflabError(f"cannot read {path} ({err.strerror}): fix its permissions, or move it away "
+                           "to start a new progress file") from None
+    fields = (line.split() for line in text.splitlines())
+    return [(f[0], f[1]) for f in fields if len(f) >= 2 and f[1] in STATUSES]
 
 
 def current() -> dict[str, str]:
@@ -44,10 +58,3 @@ def failures(exercise: str) -> int:
 def reset() -> None:
     progress_path().unlink(missing_ok=True)
 
-
-def render() -> str:
-    from .manifest import load_manifest
-
-    status = current()
-    lines = [f"{e.name:28} {status.get(e.name, 'not attempted')}" for e in load_manifest().exercises]
-    return "\n".join(lines + [f"(from {progress_path()})"])

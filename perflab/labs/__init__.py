@@ -17,9 +17,10 @@ lab is two folders with the same files in every lab:
 
 `Lab.run` is the skeleton every lab shares; no lab overrides it:
 
-    probe -> choose_cpus -> settings_for -> under the measurement lock (taken once):
-    replay a crashed run's system changes, then measure -> judge -> cannot-show
-    under an emulated CPU if the lab says why -> save the result with its verdict
+    settings_for -> under the measurement lock (taken once, held to the end):
+    probe -> choose_cpus -> check the results folder is writable -> replay a
+    crashed run's system changes -> measure -> judge -> cannot-show under an
+    emulated CPU if the lab says why -> save the result with its verdict
 
 A lab writes only what is its own:
 
@@ -53,6 +54,7 @@ from typing import Any, ClassVar
 from ..errors import PerflabError
 from ..lock import measurement_lock
 from ..probe import Machine, probe
+from ..sequential import MAX_RUNS
 from ..verdict import Verdict, unless_emulated
 from .manifest import LabInfo, available, find, labs
 
@@ -86,7 +88,14 @@ class Lab:
     def settings_for(self, quick: bool, runs: int | None = None):
         """QUICK or FULL; `runs` replaces every field named in RUNS."""
         chosen = self.QUICK if quick else self.FULL
-        return replace(chosen, **{name: runs for name in self.RUNS}) if runs else chosen
+        if runs is None:
+            return chosen
+        if not self.RUNS:
+            raise PerflabError(f"{self.name} measures until its verdict is decided and takes no --runs; drop it "
+                               "(--quick for a shorter first look)")
+        if not 1 <= runs <= MAX_RUNS:
+            raise PerflabError(f"--runs {runs} is out of range: give 1 to {MAX_RUNS} interleaved rounds")
+        return replace(chosen, **{name: runs for name in self.RUNS})
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> Any:
         raise NotImplementedError
@@ -107,24 +116,25 @@ class Lab:
         from .. import journal, results
 
         chosen_options = self._options(options)
-        machine = self.probe()
-        try:
-            placement = self.choose_cpus(machine, cpus)
-        except CannotShow as reason:
-            if cpus:
-                raise  # the CPUs the learner chose do not qualify: say so, do not judge the machine
-            return self.cannot_show(machine, reason)
         settings = self.settings_for(quick, runs)
-        with measurement_lock(f"perflab run {self.name}", wait=wait):
+        with measurement_lock(f"perflab run {self.name}", wait=wait):  # one lock, probe to saved result
+            machine = self.probe()
+            try:
+                placement = self.choose_cpus(machine, cpus)
+            except CannotShow as reason:
+                if cpus:
+                    raise  # the CPUs the learner chose do not qualify: say so, do not judge the machine
+                return self.cannot_show(machine, reason)
+            results.check_writable(results.results_dir() / self.name)
             journal.recover()
             result = self.measure(machine, placement, settings, progress, **chosen_options)
-        verdict = self.judge(machine, result)
-        if self.IN_A_VM and machine.value("virtualization"):
-            verdict.notes.append(self.IN_A_VM)
-        if self.EMULATED:
-            verdict = unless_emulated(verdict, machine, self.EMULATED)
-        result["verdict"] = verdict.to_json()
-        verdict.results = str(results.save(result))
+            verdict = self.judge(machine, result)
+            if self.IN_A_VM and machine.value("virtualization"):
+                verdict.notes.append(self.IN_A_VM)
+            if self.EMULATED:
+                verdict = unless_emulated(verdict, machine, self.EMULATED)
+            result["verdict"] = verdict.to_json()
+            verdict.results = str(results.save(result))
         verdict.result = result
         return verdict
     # ANCHOR_END: contract

@@ -33,7 +33,7 @@ from ..lock import exclusive
 from ..paths import REPO_ROOT
 from . import image as guest_image
 from .image import say
-from .profiles import Profile, load, machine_args
+from .profiles import Profile, check_name, load, machine_args
 from .protocol import PORT_NAME, LineReader, encode, pack, unpack
 
 QEMU = "qemu-system-x86_64"
@@ -54,7 +54,8 @@ class VM:
 
     @property
     def folder(self) -> Path:
-        return guest_image.cache_dir() / "vms" / self.profile.name
+        # check again here: this folder is deleted, so a Profile built by hand must not name a path either
+        return guest_image.cache_dir() / "vms" / check_name(self.profile.name)
 
     @property
     def agent_socket(self) -> Path:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from ..errors import PerflabError
@@ -11,6 +12,10 @@ from ..paths import REPO_ROOT
 
 PROFILES_DIR = REPO_ROOT / "vm"
 KERNELS = ("standard", "rt")
+# A name becomes vm/<name>.toml and <cache>/vms/<name>/, which perflab deletes: no path may hide in it.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+MAX_CPUS = 256  # QEMU's q35 machine takes up to 288 vCPUs; more than this is a typo, not a lab
+MEMORY_MIB = (256, 65536)  # the guest boots in 256 MiB; 64 GiB is more than any lab needs or a laptop has
 
 
 @dataclass(frozen=True)
@@ -39,47 +44,105 @@ class Profile:
         return text + f", {self.memory_mib // 1024} GiB" + (", la57" if self.la57 else "")
 
 
-def names() -> list[str]:
-    return sorted(p.stem for p in PROFILES_DIR.glob("*.toml"))
+def _whole(low: int, high: int):
+    """A check for a whole number in low..high (a TOML bool is not one, although Python's bool is an int)."""
+    return (lambda v: type(v) is int and low <= v <= high), f"a whole number from {low} to {high}"
 
 
-def load(name: str, folder: Path = PROFILES_DIR) -> Profile:
+def _kernel_args(value) -> bool:
+    # Each item is one word of the kernel command line: a string here would be split into characters.
+    return isinstance(value, list) and all(isinstance(a, str) and a and not re.search(r"\s", a) for a in value)
+
+
+# key -> (check, what is allowed): each file's values are checked here, before they are merged.
+KEYS = {
+    "extends": (lambda v: isinstance(v, str) and NAME.fullmatch(v) is not None, "the name of another profile in vm/"),
+    "description": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string"),
+    "sockets": _whole(1, MAX_CPUS),
+    "cores": _whole(1, MAX_CPUS),
+    "threads": _whole(1, MAX_CPUS),
+    "memory_mib": _whole(*MEMORY_MIB),
+    "numa_nodes": _whole(1, MAX_CPUS),
+    "numa_distance": _whole(11, 254),  # ACPI's SLIT: 10 is local, 255 unreachable
+    "la57": (lambda v: isinstance(v, bool), "true or false"),
+    "kernel": (lambda v: v in KERNELS, " or ".join(f'"{k}"' for k in KERNELS)),
+    "kernel_args": (_kernel_args, 'a list of words, e.g. ["quiet", "no5lvl"]'),
+    "boot_timeout_s": _whole(10, 3600),
+}
+REQUIRED = [f.name for f in fields(Profile)
+            if f.name != "name" and f.default is MISSING and f.default_factory is MISSING]
+
+
+def check_name(name: object, folder: Path | None = None) -> str:
+    """The name if it can only mean a file in vm/; a path, or anything else, is refused."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise PerflabError(f"{str(name)[:80]!r} is not a VM profile name: use a plain name of letters, digits, - and _ "
+                           f"(the file vm/NAME.toml), one of: {', '.join(names(folder))}")
+    return name
+
+
+def names(folder: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in (folder or PROFILES_DIR).glob("*.toml") if NAME.fullmatch(p.stem))
+
+
+def load(name: str, folder: Path | None = None) -> Profile:
     """Read vm/<name>.toml; `extends = "other"` starts from another profile's settings."""
+    folder = folder or PROFILES_DIR  # read at call time, so tests can point it elsewhere
+    check_name(name, folder)  # before the name touches the file system
     settings = _settings(name, folder, seen=())
     settings.pop("extends", None)
-    try:
-        profile = Profile(name=name, **settings)
-    except TypeError as err:
-        raise PerflabError(f"vm/{name}.toml: {err}; see vm/README.md for the keys a profile may set") from None
-    _check(profile)
+    where = _shown(folder / f"{name}.toml")
+    missing = [key for key in REQUIRED if key not in settings]
+    if missing:
+        raise PerflabError(f"{where}: {', '.join(missing)} missing; a profile sets {', '.join(REQUIRED)}, "
+                           "or extends another profile that does (see vm/README.md)")
+    profile = Profile(name=name, **settings)
+    _check(profile, where)
     return profile
+
+
+def _shown(path: Path) -> str:
+    """vm/x.toml for the course's own profiles, the full path for any other."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _settings(name: str, folder: Path, seen: tuple[str, ...]) -> dict:
     path = folder / f"{name}.toml"
     if not path.is_file():
-        raise PerflabError(f"unknown VM profile {name!r}; choose one of: {', '.join(names())} (files in vm/)")
+        raise PerflabError(f"unknown VM profile {name!r}; choose one of: {', '.join(names(folder))} (files in {_shown(folder)}/)")
     if name in seen:
-        raise PerflabError(f"vm/{name}.toml: `extends` loops back to {name}")
+        raise PerflabError(f"{_shown(path)}: `extends` loops back to {name}")
     try:
         own = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise PerflabError(f"vm/{name}.toml is not valid TOML: {err}") from None
+    except OSError as err:
+        raise PerflabError(f"cannot read {_shown(path)}: {err.strerror}; make it readable") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise PerflabError(f"{_shown(path)} is not valid TOML: {err}") from None
+    for key, value in own.items():
+        if key not in KEYS:
+            raise PerflabError(f"{_shown(path)}: unknown key {key!r}; a profile may set {', '.join(KEYS)}")
+        allowed, what = KEYS[key]
+        if not allowed(value):
+            raise PerflabError(f"{_shown(path)}: {key} = {_short(value)} is not allowed; {key} must be {what}")
     if "extends" not in own:
         return own
     return {**_settings(own["extends"], folder, (*seen, name)), **own}
 
 
-def _check(profile: Profile) -> None:
-    where = f"vm/{profile.name}.toml"
-    if min(profile.sockets, profile.cores, profile.threads) < 1:
-        raise PerflabError(f"{where}: sockets, cores and threads must be at least 1")
-    if profile.kernel not in KERNELS:
-        raise PerflabError(f"{where}: kernel must be one of {', '.join(KERNELS)}, not {profile.kernel!r}")
-    if profile.numa_nodes > 1 and profile.sockets % profile.numa_nodes:
-        raise PerflabError(f"{where}: {profile.sockets} sockets do not split evenly into {profile.numa_nodes} NUMA nodes")
+def _check(profile: Profile, where: str) -> None:
+    """What no single key shows: the shape as a whole (the keys may come from the profile it extends)."""
+    if profile.cpus > MAX_CPUS:
+        raise PerflabError(f"{where}: sockets x cores x threads = {profile.cpus} vCPUs; at most {MAX_CPUS}")
+    if profile.sockets % profile.numa_nodes:
+        raise PerflabError(f"{where}: {profile.sockets} sockets do not split evenly into {profile.numa_nodes} NUMA nodes; "
+                           f"numa_nodes must divide sockets (each node holds whole sockets)")
     if profile.memory_mib % profile.numa_nodes:
-        raise PerflabError(f"{where}: memory_mib must split evenly into {profile.numa_nodes} NUMA nodes")
+        raise PerflabError(f"{where}: memory_mib = {profile.memory_mib} must split evenly into {profile.numa_nodes} NUMA nodes")
 
 
 def machine_args(profile: Profile, accel: str) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,12 @@ import numpy as np
 
 from ...cpulist import format_cpulist
 from ...errors import PerflabError
+
+# The largest machines measured have a few hundred CPUs; 1024 leaves room and keeps an n x n float
+# array at 8 MiB (a 50 MB CSV of one number a line once asked for 1.1 TiB). A 1024-CPU result JSON
+# with full-precision floats is about 20 MB, hence the file limit.
+MAX_CPUS = 1024
+MAX_BYTES = 32 * 2**20
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,12 +155,13 @@ def load_csv(path: str | Path) -> LatencyMatrix:
     a row are covered). CPU ids are 0..k-1 for k rows.
     """
     path = Path(path)
+    data = _read(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise PerflabError(f"cannot read {path}: {exc.strerror or exc}; check the path") from None
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise PerflabError(f"{path} is not a text CSV; give the file that core-to-core-latency --csv wrote") from None
+        text = "\0"
+    if "\0" in text:  # not UTF-8, or NUL bytes that decode fine: an image, an archive, a core dump
+        raise PerflabError(f"{path} is not a text CSV; give the file that core-to-core-latency --csv wrote")
 
     rows: list[tuple[int, list[float]]] = []  # (line number, values)
     width = 0
@@ -164,6 +172,9 @@ def load_csv(path: str | Path) -> LatencyMatrix:
             continue
         cells = line.split(",")
         width = max(width, len(cells))
+        if max(width, len(rows) + 1) > MAX_CPUS:  # before the values (and the n x n array) take memory
+            raise PerflabError(f"{path.name}: more than {MAX_CPUS} rows or columns (line {lineno}), but a matrix covers "
+                               f"at most {MAX_CPUS} CPUs; give the CSV that core-to-core-latency --csv wrote")
         rows.append((lineno, [_cell_value(c, f"{path.name}: line {lineno}") for c in cells]))
     if not rows and not leading_blank:
         raise PerflabError(f"{path.name} is empty; give the CSV that core-to-core-latency --csv wrote")
@@ -201,18 +212,37 @@ def from_result(data: dict, source: str = "") -> LatencyMatrix:
         block = data["matrix"]
         cpus = [int(c) for c in block["cpus"]]
         rows = block["one_way_ns"]
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(Infinity)
         raise PerflabError(
             f"{name}: no matrix in it; a result needs \"matrix\": {{\"cpus\": [...], \"one_way_ns\": [[...]]}}"
         ) from None
     n = len(cpus)
+    if n > MAX_CPUS:
+        raise PerflabError(f"{name}: {n} CPU ids, but a matrix covers at most {MAX_CPUS} CPUs; is this the right file?")
     if not isinstance(rows, list) or len(rows) != n or any(not isinstance(r, list) or len(r) != n for r in rows):
         raise PerflabError(f"{name}: one_way_ns must be {n} rows of {n} numbers (one per CPU id); use null for gaps")
     try:
         ns = np.array([[math.nan if v is None else float(v) for v in row] for row in rows], dtype=float).reshape(n, n)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: float() of a 400-digit integer
         raise PerflabError(f"{name}: one_way_ns holds something that is not a number or null; fix the result file") from None
     return LatencyMatrix(cpus, ns, name)
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes; PerflabError if it is not a regular file or is over MAX_BYTES (never read past that)."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a directory, or a device or pipe that would be read forever
+            raise PerflabError(f"{path} is not a file (a directory, device or pipe); give the .csv or .json file itself")
+        with path.open("rb") as file:
+            data = file.read(MAX_BYTES + 1)  # never more: st_size may say 0 (in /proc) or the file may grow
+    except OSError as exc:
+        raise PerflabError(f"cannot read {path}: {exc.strerror or exc}; check the path") from None
+    size = max(info.st_size, len(data))
+    if size > MAX_BYTES:
+        raise PerflabError(f"{path} is {size / 2**20:.0f} MiB or more; a latency matrix of up to {MAX_CPUS} CPUs "
+                           f"is under {MAX_BYTES // 2**20} MiB: is this the right file?")
+    return data
 
 
 def load(path: str | Path) -> LatencyMatrix:
@@ -223,10 +253,10 @@ def load(path: str | Path) -> LatencyMatrix:
         return load_csv(path)
     if suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise PerflabError(f"cannot read {path}: {exc.strerror or exc}; check the path") from None
+            data = json.loads(_read(path).decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise PerflabError(f"{path.name} is not valid JSON ({exc}); give a perflab result file") from None
+        except RecursionError:
+            raise PerflabError(f"{path.name} nests too deeply to be a perflab result file; give a perflab result file") from None
         return from_result(data, source=path.name)
     raise PerflabError(f"{path.name}: unknown kind of file; give a .csv (core-to-core-latency) or a .json (perflab result)")

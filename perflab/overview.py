@@ -1,0 +1,72 @@
+"""Where the learner stands: every lab with its last verdict, every exercise with its status.
+
+One source for `perflab list`, `perflab progress` and the landing page.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .grading import progress
+from .grading.manifest import load_manifest
+from .labs.manifest import labs
+from .results import last_verdict
+from .text import table
+from .workspace import lab_notebook
+
+
+@dataclass(frozen=True)
+class LabRow:
+    number: int
+    name: str
+    title: str
+    ready: bool
+    chapter: str        # relative to the built book, e.g. labs/01-core-to-core.html
+    notebook: Path      # the learner's copy
+    last_verdict: str | None
+
+
+@dataclass(frozen=True)
+class ExerciseRow:
+    name: str
+    lab: str
+    title: str
+    notebook: Path      # the learner's copy
+    status: str         # passed | failed | inconclusive | not attempted
+
+
+def lab_rows() -> list[LabRow]:
+    return [LabRow(lab.number, lab.name, lab.title, lab.ready, lab.chapter.removesuffix(".md") + ".html",
+                   lab_notebook(lab.folder), last_verdict(lab.name) if lab.ready else None) for lab in labs()]
+
+
+def exercise_rows() -> list[ExerciseRow]:
+    status = progress.current()
+    return [ExerciseRow(e.name, e.lab.name, notebook_title(e.exercise_path), e.learner_path,
+                        status.get(e.name, "not attempted")) for e in load_manifest().exercises]
+
+
+def notebook_title(path: Path) -> str:
+    """The notebook's first heading, without its "Exercise:" prefix."""
+    cells = json.loads(path.read_text())["cells"]
+    first = "".join(cells[0]["source"]).splitlines()[0] if cells else path.stem
+    title = first.lstrip("# ").removeprefix("Exercise: ").strip()
+    return title[:1].upper() + title[1:]
+
+
+def render_exercises(rows: list[ExerciseRow]) -> str:
+    passed = sum(r.status == "passed" for r in rows)
+    return "\n".join([table([["exercise", "lab", "status", "notebook"],
+                             *[[r.name, r.lab, r.status, str(r.notebook)] for r in rows]]),
+                      f"{passed} of {len(rows)} passed (progress in {progress.progress_path()})"])
+
+
+def render() -> str:
+    """The text of `perflab list`."""
+    lab_table = table([["#", "lab", "state", "last verdict", "title"],
+                       *[[str(r.number), r.name, "ready" if r.ready else "coming",
+                          r.last_verdict or ("not run" if r.ready else "-"), r.title] for r in lab_rows()]])
+    return "\n\n".join([lab_table, render_exercises(exercise_rows()),
+                        "next: perflab run LAB --quick · perflab grade EXERCISE · perflab hint EXERCISE"])
