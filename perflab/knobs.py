@@ -14,6 +14,7 @@ and restores it however the run ends (see that module).
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from .errors import PerflabError
@@ -22,7 +23,7 @@ from .sysfs import SysRoot, default_root
 CPU_DIR = "/sys/devices/system/cpu"
 
 
-class Knob:
+class Knob(ABC):
     """One kernel setting. `target` names the instance (a CPU policy, a disk, an IRQ); "" for machine-wide ones."""
 
     kind: ClassVar[str]  # the stable name the journal records
@@ -37,8 +38,9 @@ class Knob:
         self.root = root or default_root()
 
     @property
+    @abstractmethod
     def path(self) -> str:
-        raise NotImplementedError
+        """The knob's file, relative to the SysRoot."""
 
     @property
     def label(self) -> str:

@@ -116,10 +116,7 @@ def test_the_book_opens_from_the_landing_page_styled_with_sidebar_and_search(jup
 
 def test_lab_one_runs_all_and_shows_its_run_widget(jupyter, page):
     base, token, root = jupyter
-    page.goto(f"{base}/?token={token}")
-    page.get_by_role("link", name="Core numbers lie about distance").click()
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    _run_all_cells(page)
+    _open_from_the_landing_page_and_run_all(page, base, token, "Core numbers lie about distance")
     page.locator(".jp-OutputArea-output .widget-button").first.wait_for(timeout=300_000)
     verdict = page.locator(".jp-OutputArea-output", has_text=re.compile("REPRODUCED|INCONCLUSIVE|CANNOT-SHOW",
                                                                            re.I)).first
@@ -129,10 +126,7 @@ def test_lab_one_runs_all_and_shows_its_run_widget(jupyter, page):
 
 def test_an_exercise_check_button_grades_and_the_landing_page_shows_it(jupyter, page):
     base, token, root = jupyter
-    page.goto(f"{base}/?token={token}")
-    page.get_by_role("link", name="The harmonic mean of your own measurements").click()
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    _run_all_cells(page)
+    _open_from_the_landing_page_and_run_all(page, base, token, "The harmonic mean of your own measurements")
     page.get_by_role("button", name="Check c2c-harmonic-mean").click()
     result = page.locator(".jp-RenderedText", has_text=re.compile(r"c2c-harmonic-mean: (PASSED|INCONCLUSIVE)")).first
     result.wait_for(timeout=300_000)
@@ -153,6 +147,13 @@ def test_the_landing_page_lists_every_lab_and_exercise_from_the_manifests(jupyte
         assert (f'href="/lab/tree/work/{lab.folder}/lab.ipynb"' in html) == lab.ready
     for exercise in load_manifest().exercises:
         assert f'href="/lab/tree/work/exercises/{exercise.notebook}"' in html
+
+
+def _open_from_the_landing_page_and_run_all(page, base: str, token: str, link: str) -> None:
+    page.goto(f"{base}/?token={token}")
+    page.get_by_role("link", name=link).click()
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    _run_all_cells(page)
 
 
 def _run_all_cells(page) -> None:

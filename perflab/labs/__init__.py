@@ -48,6 +48,7 @@ from disk. tests/test_lab_contract.py checks every lab against this contract.
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -66,7 +67,7 @@ class CannotShow(PerflabError):
 
 
 # ANCHOR: contract
-class Lab:
+class Lab(ABC):
     """The contract: see the module's docstring."""
 
     name: ClassVar[str]
@@ -97,14 +98,17 @@ class Lab:
             raise PerflabError(f"--runs {runs} is out of range: give 1 to {MAX_RUNS} interleaved rounds")
         return replace(chosen, **{name: runs for name in self.RUNS})
 
+    @abstractmethod
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> Any:
-        raise NotImplementedError
+        """Where to measure: the learner's CPUs checked, or the lab's own choice; raise CannotShow if none fit."""
 
+    @abstractmethod
     def measure(self, machine: Machine, placement: Any, settings: Any, progress: bool, **options) -> dict[str, Any]:
-        raise NotImplementedError
+        """Measure at the placement; return a result (results.new_result) with the raw samples."""
 
+    @abstractmethod
     def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
-        raise NotImplementedError
+        """The verdict on a result, from its raw samples alone."""
 
     def cannot_show(self, machine: Machine, reason: CannotShow) -> Verdict:
         """The verdict when choose_cpus finds nothing here to measure."""
