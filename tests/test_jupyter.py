@@ -88,6 +88,11 @@ def page(request):
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             for n, open_page in enumerate(context.pages):
                 open_page.screenshot(path=SCREENSHOTS / f"{request.node.name}-{n}.png", full_page=True)
+                # CI keeps the log, not the screenshots: print what the learner would have seen
+                tabs = open_page.locator(".lm-TabBar-tab").all_inner_texts()
+                notebook = open_page.locator(".jp-NotebookPanel:visible")
+                shown = (notebook if notebook.count() else open_page.locator("body")).first.inner_text()
+                print(f"page {n}: {open_page.url}\ntabs: {[t for t in tabs if t]}\n{shown[-4000:]}")
         browser.close()
 
 
@@ -115,8 +120,8 @@ def test_the_book_opens_from_the_landing_page_styled_with_sidebar_and_search(jup
 
 
 def test_lab_one_runs_all_and_shows_its_run_widget(jupyter, page):
-    base, token, root = jupyter
-    _open_from_the_landing_page_and_run_all(page, base, token, "Core numbers lie about distance")
+    _, _, root = jupyter
+    _open_from_the_landing_page_and_run_all(page, jupyter, "Core numbers lie about distance")
     page.locator(".jp-OutputArea-output .widget-button").first.wait_for(timeout=300_000)
     verdict = page.locator(".jp-OutputArea-output", has_text=re.compile("REPRODUCED|INCONCLUSIVE|CANNOT-SHOW",
                                                                            re.I)).first
@@ -126,8 +131,8 @@ def test_lab_one_runs_all_and_shows_its_run_widget(jupyter, page):
 
 def test_an_exercise_check_button_grades_and_the_landing_page_shows_it(jupyter, page):
     base, token, root = jupyter
-    _open_from_the_landing_page_and_run_all(page, base, token, "The harmonic mean of your own measurements")
-    page.get_by_role("button", name="Check c2c-harmonic-mean").click()
+    _open_from_the_landing_page_and_run_all(page, jupyter, "The harmonic mean of your own measurements")
+    page.get_by_role("button", name="Check c2c-harmonic-mean").click(timeout=300_000)  # after a measurement
     result = page.locator(".jp-RenderedText", has_text=re.compile(r"c2c-harmonic-mean: (PASSED|INCONCLUSIVE)")).first
     result.wait_for(timeout=300_000)
     progress = (root / "work" / "progress.txt").read_text()
@@ -149,17 +154,28 @@ def test_the_landing_page_lists_every_lab_and_exercise_from_the_manifests(jupyte
         assert f'href="/lab/tree/work/exercises/{exercise.notebook}"' in html
 
 
-def _open_from_the_landing_page_and_run_all(page, base: str, token: str, link: str) -> None:
+def _open_from_the_landing_page_and_run_all(page, jupyter, link: str) -> None:
+    """Open a notebook from the landing page in a JupyterLab with no tabs restored, and run all its cells.
+
+    An earlier test's notebook restored next to this one could take the focus, and Run All would run it instead."""
+    base, token, root = jupyter
+    shutil.rmtree(root / ".lab-workspaces", ignore_errors=True)
     page.goto(f"{base}/?token={token}")
-    page.get_by_role("link", name=link).click()
+    notebook_link = page.get_by_role("link", name=link)
+    file_name = notebook_link.get_attribute("href").rsplit("/", 1)[-1]
+    notebook_link.click()
+    expect(page.locator(".lm-TabBar-tab.lm-mod-current", has_text=file_name).first).to_be_visible(timeout=60_000)
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
     _run_all_cells(page)
 
 
 def _run_all_cells(page) -> None:
-    """Run > Run All Cells, as a learner does. Cells sent before the notebook's kernel is connected are dropped
-    without a sign, so wait for the kernel, and click again if no cell started."""
+    """Edit > Clear Outputs of All Cells, then Run > Run All Cells, as a learner does. Cleared, no prompt shows a
+    number until a cell has run. Cells sent before the notebook's kernel is connected are dropped without a sign,
+    so wait for the kernel, and click again if no cell started."""
     notebook = page.locator(".jp-NotebookPanel:visible")
+    page.get_by_role("menuitem", name="Edit", exact=True).click()
+    page.get_by_role("menuitem", name=re.compile("^Clear Outputs of All Cells")).click()
     for _ in range(4):
         expect(page.locator(".jp-StatusBar-Widget", has_text="Idle").first).to_be_visible(timeout=120_000)
         dialog = page.locator(".jp-Dialog")
