@@ -9,6 +9,7 @@
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef PERFLAB_CFLAGS
 #define PERFLAB_CFLAGS "unknown"
@@ -68,6 +70,21 @@ static inline size_t perflab_parse_size(const char *text)
     if (*end)
         perflab_die("bad size %s: the only suffixes are K, M and G", text);
     return (size_t)value << shift;
+}
+
+/* Copy a file, e.g. a snapshot of /proc/interrupts for the lab to parse, or stop with a message. */
+static inline void perflab_copy_file(const char *from, const char *to)
+{
+    char buffer[1 << 16];
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0)
+        perflab_die("cannot copy %s to %s: %s", from, to, strerror(errno));
+    ssize_t n;
+    while ((n = read(in, buffer, sizeof buffer)) > 0)
+        if (write(out, buffer, n) != n)
+            perflab_die("cannot write %s: %s", to, strerror(errno));
+    close(in);
+    close(out);
 }
 
 static inline void perflab_print_meta(const char *bench)

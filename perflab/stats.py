@@ -265,6 +265,24 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
     return float(found.statistic), float(found.df), float(found.pvalue)
 
 
+def mean_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float, float]:
+    """mean(b) - mean(a) with Welch's CI and two-sided p: (difference, low, high, p).
+
+    For counts per operation, where a ratio is useless because the control is near 0. Two constant
+    samples (every round counted exactly the same) have an exact difference: its CI is the point, and
+    p is 0 unless the difference is 0.
+    """
+    _check_confidence(confidence)
+    xa = _samples(a, 2, "a difference of means")
+    xb = _samples(b, 2, "a difference of means")
+    difference = mean(xb) - mean(xa)
+    if stdev(xa) == 0 and stdev(xb) == 0:
+        return difference, difference, difference, 0.0 if difference else 1.0
+    found = sps.ttest_ind(xb, xa, equal_var=False)
+    interval = found.confidence_interval(confidence)
+    return difference, float(interval.low), float(interval.high), float(found.pvalue)
+
+
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """Mann-Whitney U of a and its two-sided p (normal approximation, tie and continuity corrected).
 

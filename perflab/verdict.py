@@ -22,7 +22,7 @@ ALPHA = 0.05
 
 @dataclass
 class Effect:
-    """The main effect a lab measures: a relative change with its CI and p-value."""
+    """The main effect a lab measures, a relative change or a difference, with its CI and p-value."""
 
     name: str
     value: float
@@ -31,11 +31,16 @@ class Effect:
     ci_high: float | None = None
     p_value: float | None = None
     confidence: float = 0.95  # of the CI: a sequential race's looks use more than 95%
+    relative: bool = True  # a fraction of the baseline (shown in %), or a difference in `unit`
 
     def text(self) -> str:
-        """"name: +7.2% (95% CI +4.9% to +9.6%, p = 2e-06)"."""
-        return (f"{self.name}: {self.value:+.1%} ({100 * self.confidence:.4g}% CI {self.ci_low:+.1%} to "
-                f"{self.ci_high:+.1%}, p = {self.p_value:.2g})")
+        """"name: +7.2% (95% CI +4.9% to +9.6%, p = 2e-06)", or in the effect's unit when it is not relative:
+        "name: +0.96 interrupts per operation (95% CI +0.91 to +1.01, p = 3e-09)"."""
+        if self.relative:
+            value, low, high = f"{self.value:+.1%}", f"{self.ci_low:+.1%}", f"{self.ci_high:+.1%}"
+        else:
+            value, low, high = f"{self.value:+.3g} {self.unit}", f"{self.ci_low:+.3g}", f"{self.ci_high:+.3g}"
+        return f"{self.name}: {value} ({100 * self.confidence:.4g}% CI {low} to {high}, p = {self.p_value:.2g})"
 
 
 @dataclass

@@ -1,0 +1,128 @@
+"""Lab 3, part 2: reads from one CPU, and where the disk's rq_affinity sends their completions.
+
+The sweep writes /sys/block/DISK/queue/rq_affinity through perflab's journal
+(perflab.journal.SystemChanges): the old value comes back however the run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ... import stats
+from ...build import ensure_built
+from ...journal import SystemChanges
+from ...knobs import RqAffinity
+from ...probe import Machine
+from ...runner import run_once
+from ...sysfs import SysRoot
+from .. import CannotShow
+from .blockdev import effective_cpus, find_disk
+from .procstat import read_table
+
+SOURCE_DIR = "labs/03-first-core-ipi"
+MODES = ("0", "1", "2")  # rq_affinity
+# Block completions "land on" a CPU when it ran this share of the BLOCK softirqs in every round.
+ON_PREDICTED = 0.9
+
+
+def rotated(items: tuple, by: int) -> list:
+    """The items in an order rotated by the round number: drift hits every arm alike."""
+    return [items[(i + by) % len(items)] for i in range(len(items))]
+
+
+def block_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
+    """The disk, its completion interrupt's CPU and a submitting CPU elsewhere; or why part 2 cannot run here."""
+    try:
+        disk = find_disk(root)
+    except CannotShow as reason:
+        return {"skipped": str(reason)}
+    if disk.queues != 1:
+        return {"skipped": f"{disk.name} has {disk.queues} hardware queues: a multi-queue disk completes each "
+                           "request on its own queue's interrupt, near the submitter, so rq_affinity has little to "
+                           "move. A single-queue disk shows it (virtio-blk with one queue, a SATA disk)"}
+    if not machine.value("privileges", {}).get("root"):
+        return {"skipped": f"the sweep writes /sys/block/{disk.name}/queue/rq_affinity, which needs root: run "
+                           "`sudo perflab run first-core-ipi` (part 1 needs no root)"}
+    interrupts = read_table("/proc/interrupts")
+    vectors = [irq for irq in disk.irqs if str(irq) in interrupts.rows]
+    if not vectors:
+        return {"skipped": f"{disk.name}'s interrupts ({disk.irqs or 'none found in sysfs'}) are not in /proc/interrupts"}
+    busiest = max(vectors, key=lambda irq: sum(interrupts.rows[str(irq)]))  # its request queue's vector
+    targets = effective_cpus(root, busiest)
+    others = [c for c in machine.online_cpus if c not in targets]
+    if len(targets) != 1 or not others:
+        return {"skipped": f"interrupt {busiest} of {disk.name} goes to CPUs {targets}: the lab needs it on one CPU "
+                           "and another CPU to read from"}
+    irq_cpu, submitter = targets[0], others[-1]
+    shares_llc = any(irq_cpu in group and submitter in group for group in machine.llc_groups())
+    return {"disk": disk.name, "read_path": disk.read_path, "queues": disk.queues, "irq": busiest,
+            "irq_cpu": irq_cpu, "submitter": submitter, "shares_llc": shares_llc}
+
+
+# ANCHOR: predict
+def predicted_cpu(mode: str, plan: dict[str, Any]) -> int:
+    """Where blk-mq runs a single-queue disk's completion (block/blk-mq.c, blk_mq_complete_need_ipi):
+
+    0: where the interrupt arrived; 1: there too if that CPU shares a cache with the submitter, else on the
+    submitter (an IPI); 2: on the submitting CPU itself (an IPI unless the interrupt arrived there)."""
+    if mode == "0" or (mode == "1" and plan["shares_llc"]):
+        return plan["irq_cpu"]
+    return plan["submitter"]
+# ANCHOR_END: predict
+
+
+def block_run(plan: dict[str, Any], cpu: int, reads: int, folder: str) -> dict[str, Any]:
+    """One read loop on `cpu`; its sample with the per-CPU BLOCK softirqs, CAL and disk interrupts during it."""
+    prefix = os.path.join(folder, "block")
+    _, (sample,) = run_once([str(ensure_built(SOURCE_DIR, "blockread")), "-c", str(cpu), "-f", plan["read_path"],
+                             "-n", str(reads), "-i", prefix])
+    softirqs = read_table(f"{prefix}.softirqs.after").since(read_table(f"{prefix}.softirqs.before"))
+    interrupts = read_table(f"{prefix}.interrupts.after").since(read_table(f"{prefix}.interrupts.before"))
+    sample.update(block={str(c): n for c, n in softirqs.get("BLOCK").items()},
+                  cal={str(c): n for c, n in interrupts.get("CAL").items()},
+                  disk_irq={str(c): n for c, n in interrupts.get(str(plan["irq"])).items()})
+    return sample
+
+
+def measure_block(plan: dict[str, Any], rounds: int, reads: int, progress: bool) -> list[dict[str, Any]]:
+    """Sweep rq_affinity 0, 1, 2 in rotated order, round after round; the old value comes back however this ends."""
+    samples = []
+    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-block-") as folder, \
+            tqdm(total=rounds * len(MODES), desc=f"block: rq_affinity sweep on {plan['disk']}",
+                 disable=not progress, file=sys.stderr, leave=False) as bar:
+        for r in range(rounds):
+            for mode in rotated(MODES, r):
+                changes.set(RqAffinity(plan["disk"]), mode)
+                samples.append(dict(block_run(plan, plan["submitter"], reads, folder), mode=mode, round=r))
+                bar.update()
+    return samples
+
+
+def block_shares(samples: list[dict[str, Any]], mode: str, cpu: int) -> list[float]:
+    """Per round: the share of the BLOCK softirqs that ran on `cpu`."""
+    return [s["block"][str(cpu)] / max(1, sum(s["block"].values())) for s in samples if s["mode"] == mode]
+
+
+def per_read(samples: list[dict[str, Any]], mode: str, counter: str, cpu: int) -> float:
+    chosen = [s for s in samples if s["mode"] == mode]
+    return sum(s[counter][str(cpu)] for s in chosen) / sum(s["reads"] for s in chosen)
+
+
+def judge_block(plan: dict[str, Any], samples: list[dict[str, Any]]) -> tuple[bool, list[str]]:
+    """Did every mode's completions land on the CPU blk-mq predicts, in every round?"""
+    notes, as_predicted = [], True
+    for mode in MODES:
+        cpu = predicted_cpu(mode, plan)
+        shares = block_shares(samples, mode, cpu)
+        landed = min(shares) >= ON_PREDICTED
+        as_predicted &= landed
+        notes.append(f"rq_affinity={mode}: {100 * stats.mean(shares):.0f}% of the BLOCK softirqs on CPU {cpu} "
+                     f"({'as predicted' if landed else f'predicted: at least {ON_PREDICTED:.0%} in every round'}); "
+                     f"per 1,000 reads: BLOCK {1000 * per_read(samples, mode, 'block', cpu):.0f} and CAL "
+                     f"{1000 * per_read(samples, mode, 'cal', cpu):.0f} on CPU {cpu}")
+    return as_predicted, notes

@@ -1,0 +1,163 @@
+"""Checks for the first-core IPI exercises.
+
+The rows that rise are measured anew at every grading; the quiet-CPU settings
+are applied through the journal, measured and put back, beside a known wrong
+setting that must be loud for the grade to mean anything; the original case's
+ratio is checked with the learner's function on observations drawn anew.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from typing import Any
+
+from ...cpulist import format_cpulist, parse_cpulist
+from ...errors import PerflabError
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading.answers import function_check
+from ...journal import SystemChanges
+from ...knobs import IrqAffinity, RqAffinity
+from ...lock import measurement_lock
+from ...sysfs import default_root
+from . import recorded
+from ...sequential import Race
+from .completions import MODES, block_plan, block_run
+from .run import LAB, OPERATIONS, ROWS, decide_rows, measure_bystander
+
+# Grading the rows: the lab's quick race, until every operation's every row is decided.
+ROWS_SETTINGS = LAB.QUICK
+EVERY_ROW = tuple((op, row) for op in OPERATIONS for row in ROWS)
+# A quiet CPU takes at most this many BLOCK softirqs and CAL interrupts per 1,000 reads of another CPU
+# (the rest of the system's I/O adds a few); the known wrong setting must put at least LOUD there.
+QUIET_PER_1000 = 50
+LOUD_PER_1000 = 500
+QUIET_READS = 2000
+KNOWN_WRONG = {"rq_affinity": "1", "irq_cpus": None}  # the 2.6.32 system's setting, with the interrupt left alone
+
+
+# ---------------------------------------------------------------- which rows rise
+
+def rows_that_rise(raced: Race, op: str, victim: int) -> tuple[set[str] | None, str]:
+    """The rows that rise on the victim for `op`, decided for every row; None if any row is undecided."""
+    rising, shown = set(), []
+    for row in ROWS:
+        verdict, effect = decide_rows(raced.kept_values(), op, row, victim, raced.alpha_per_look)
+        if verdict == "inconclusive":
+            return None, f"{row}: {effect.text()}"
+        if verdict == "reproduced":
+            rising.add(row)
+        shown.append(f"{row} {effect.value:+.2f}/op")
+    return rising, ", ".join(shown)
+
+
+def predict_rows(ns: Answers) -> list[Check]:
+    predicted = ns.get("RISES")
+    valid = isinstance(predicted, dict) and set(predicted) == set(OPERATIONS) and all(
+        isinstance(rows, (list, tuple, set)) and set(rows) <= set(ROWS) for rows in predicted.values())
+    checks = [Check("RISES names the rows for munmap, mprotect and membarrier", PASSED if valid else FAILED,
+                    f"a dict of {', '.join(OPERATIONS)} to lists of rows from {ROWS}", repr(predicted)[:120])]
+    if not valid:
+        return checks
+    machine = LAB.probe()
+    try:
+        placement = LAB.choose_cpus(machine, None)
+    except PerflabError as reason:
+        return checks + [Check("a fresh measurement", INCONCLUSIVE, "two CPUs to measure on", str(reason))]
+    with measurement_lock("perflab grade ipi-predict-rows"):
+        raced = Race.from_json(measure_bystander(placement, ROWS_SETTINGS, False, EVERY_ROW)["race"])
+    for op in OPERATIONS:
+        measured, shown = rows_that_rise(raced, op, placement.victim)
+        mine = sorted(predicted[op])
+        if measured is None:
+            checks.append(Check(f"{op}: the rows that rise on the bystander", INCONCLUSIVE, "a decided measurement",
+                                f"undecided just now ({shown}): grade again"))
+        else:
+            checks.append(Check(f"{op}: the rows that rise on the bystander", PASSED if set(mine) == measured else FAILED,
+                                f"{sorted(measured)} (measured just now: {shown})", repr(mine)))
+    return checks
+
+
+# ---------------------------------------------------------------- keep a CPU quiet
+
+def quiet_setup() -> dict[str, Any]:
+    """The disk, its interrupt, the latency-critical CPU (where the interrupt arrives now) and the reading CPU."""
+    machine = LAB.probe()
+    plan = block_plan(machine, default_root())
+    if "skipped" in plan:
+        return plan
+    return {**plan, "latency_cpu": plan["irq_cpu"], "reader": plan["submitter"]}
+
+
+def noise_on(setup: dict[str, Any], rq_affinity: str, irq_cpus: list[int] | None) -> dict[str, int]:
+    """BLOCK softirqs and CAL on the latency-critical CPU per 1,000 reads, with these settings (then restored)."""
+    cpu = str(setup["latency_cpu"])
+    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-quiet-") as folder:
+        if irq_cpus is not None:
+            changes.set(IrqAffinity(str(setup["irq"])), format_cpulist(irq_cpus))
+        changes.set(RqAffinity(setup["disk"]), rq_affinity)
+        sample = block_run(setup, setup["reader"], QUIET_READS, folder)
+    return {counter: round(1000 * sample[counter][cpu] / sample["reads"]) for counter in ("block", "cal")}
+
+
+def _irq_cpus(answer: Any, online: list[int]) -> list[int] | None:
+    if answer is None:
+        return None
+    cpus = parse_cpulist(answer) if isinstance(answer, str) else list(answer)
+    if not cpus or any(not isinstance(c, int) or c not in online for c in cpus):
+        raise PerflabError(f"IRQ_CPUS {answer!r}: give None, or online CPUs from {format_cpulist(online)}")
+    return cpus
+
+
+def quiet_cpu(ns: Answers) -> list[Check]:
+    rq_affinity = ns.get("RQ_AFFINITY")
+    setup = quiet_setup()
+    checks = [Check("RQ_AFFINITY is a mode", PASSED if rq_affinity in MODES else FAILED, f"one of {MODES}",
+                    repr(rq_affinity))]
+    try:
+        irq_cpus = _irq_cpus(ns.get("IRQ_CPUS"), LAB.probe().online_cpus)
+    except PerflabError as err:
+        checks.append(Check("IRQ_CPUS", FAILED, "None or a list of online CPUs", str(err)))
+    if any(c.status == FAILED for c in checks):
+        return checks
+    if "skipped" in setup:
+        return checks + [Check("settings measured", INCONCLUSIVE, "a disk and privileges to measure with",
+                               setup["skipped"])]
+    name = (f"BLOCK and CAL on CPU {setup['latency_cpu']} per 1,000 reads from CPU {setup['reader']} "
+            f"({setup['disk']}, interrupt {setup['irq']})")
+    try:
+        with measurement_lock("perflab grade ipi-quiet-cpu"):
+            wrong = noise_on(setup, KNOWN_WRONG["rq_affinity"], KNOWN_WRONG["irq_cpus"])
+            yours = noise_on(setup, rq_affinity, irq_cpus)
+    except PerflabError as err:  # e.g. the kernel refused to move the interrupt: the answer cannot be applied here
+        return checks + [Check(name, FAILED, "settings this machine accepts", str(err))]
+    if sum(wrong.values()) < LOUD_PER_1000:
+        return checks + [Check(name, INCONCLUSIVE, f"rq_affinity=1 to put at least {LOUD_PER_1000} there first",
+                               f"it put {wrong}: this machine does not send completions there, so it cannot tell")]
+    quiet = sum(yours.values()) <= QUIET_PER_1000
+    return checks + [Check(name, PASSED if quiet else FAILED,
+                           f"at most {QUIET_PER_1000} (with rq_affinity=1 and the interrupt left alone: {wrong})",
+                           f"{yours} with rq_affinity={rq_affinity}, interrupt on "
+                           f"{format_cpulist(irq_cpus) if irq_cpus else 'its CPU as before'}")]
+
+
+# ---------------------------------------------------------------- the original case
+
+def fresh_observations() -> list[list]:
+    """Observations shaped like the recorded ones, drawn anew for every grading."""
+    rng = random.Random()
+    made = []
+    for _ in range(5):
+        low = rng.randint(100, 5000)
+        made.append([{"hot_cpu": rng.randint(0, 63), "hot_count": rng.randint(10 ** 5, 10 ** 8),
+                      "others_min": low, "others_max": low + rng.randint(1, 5000)}])
+    return made
+
+
+@calls(my_hot_ratio=fresh_observations)
+def original_case(ns: Answers) -> list[Check]:
+    cal = recorded.observation("CAL")
+    hot = ns.get("HOT_CPU")
+    return [Check("the CPU that took the function-call IPIs in the original case",
+                  PASSED if hot == cal["hot_cpu"] else FAILED, repr(cal["hot_cpu"]), repr(hot)),
+            function_check(ns, "my_hot_ratio", recorded.hot_ratio, 1e-9)]

@@ -1,0 +1,109 @@
+"""Lab 3's pictures: interrupts per operation on the bystander, its gaps, where block completions ran,
+and the original case's counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from ... import inline, stats
+from ...plots import distributions
+from ...verdict import Verdict
+from . import recorded
+from .completions import MODES, predicted_cpu
+from .run import OPERATIONS, ROWS, gaps_per_op, per_op
+
+inline.enable()
+
+SHARED_COLOUR, SEPARATE_COLOUR = "#d62728", "#1f77b4"
+
+
+def _mean_and_error(values: list[float]) -> tuple[float, float]:
+    low, high = stats.mean_ci(values) if len(values) >= 2 else (values[0], values[0])
+    mean = stats.mean(values)
+    return mean, max(mean - low, high - mean)
+
+
+def interrupts_figure(result: dict[str, Any]) -> Figure:
+    """For each operation: CAL and TLB interrupts per operation on the victim, same process against another."""
+    victim, samples = result["params"]["victim"], result["bystander"]["samples"]
+    figure = Figure(figsize=(11, 3.4))
+    axes = figure.subplots(1, len(OPERATIONS), sharey=True)
+    for ax, op in zip(axes, OPERATIONS):
+        for offset, process, colour in ((-0.2, "shared", SHARED_COLOUR), (0.2, "separate", SEPARATE_COLOUR)):
+            bars = [_mean_and_error(per_op(samples, op, process, row, victim)) for row in ROWS]
+            ax.bar([i + offset for i in range(len(ROWS))], [m for m, _ in bars], 0.4,
+                   yerr=[e for _, e in bars], capsize=4, color=colour,
+                   label="victim in the aggressor's process" if process == "shared" else "victim in another process")
+        ax.set_xticks(range(len(ROWS)), ROWS)
+        ax.set_title(op)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel(f"interrupts on CPU {victim}\nper aggressor operation (mean, 95% CI)")
+    axes[-1].legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def gaps_figure(result: dict[str, Any]) -> Figure:
+    """The victim's gaps per 1,000 aggressor operations, round by round."""
+    samples = result["bystander"]["samples"]
+    rounds = {f"{op}, {'same process' if process == 'shared' else 'other process'}":
+              [1000 * g for g in gaps_per_op(samples, op, process)]
+              for op in OPERATIONS for process in ("shared", "separate")}
+    return distributions(rounds, f"victim's gaps over {samples[0]['threshold_ns'] / 1000:g} us per 1,000 operations",
+                         centre=stats.mean, centre_ci=stats.mean_ci, centre_name="mean")
+
+
+def block_figure(result: dict[str, Any]) -> Figure:
+    """For each rq_affinity mode: BLOCK softirqs and CAL per 1,000 reads on every CPU, the predicted CPU marked."""
+    plan, samples = result["block"]["plan"], result["block"]["samples"]
+    cpus = sorted(int(c) for c in samples[0]["block"])
+    figure = Figure(figsize=(11, 3.4))
+    axes = figure.subplots(1, len(MODES), sharey=True)
+    for ax, mode in zip(axes, MODES):
+        chosen = [s for s in samples if s["mode"] == mode]
+        reads = sum(s["reads"] for s in chosen)
+        for offset, counter, colour in ((-0.2, "block", "#6a3d9a"), (0.2, "cal", "#ff7f00")):
+            ax.bar([i + offset for i in range(len(cpus))],
+                   [1000 * sum(s[counter][str(c)] for s in chosen) / reads for c in cpus], 0.4, color=colour,
+                   label="BLOCK softirqs" if counter == "block" else "CAL (function-call IPIs)")
+        labels = [f"CPU {c}" + ("\nIRQ" if c == plan["irq_cpu"] else "") + ("\nreads" if c == plan["submitter"] else "")
+                  for c in cpus]
+        ax.set_xticks(range(len(cpus)), labels, fontsize=8)
+        ax.set_title(f"rq_affinity={mode}: predicted CPU {predicted_cpu(mode, plan)}")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("per 1,000 reads")
+    axes[-1].legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def original_case_figure(data: dict[str, Any] | None = None) -> Figure:
+    """The original case's CAL and TLB rows: the hot CPU's count against the range the report gives for the others."""
+    data = data or recorded.load()
+    figure = Figure(figsize=(9, 3.2))
+    axes = figure.subplots(1, 2)
+    for ax, row in zip(axes, ("CAL", "TLB")):
+        found = recorded.observation(row, data)
+        ax.bar([0], [found["hot_count"]], color=SHARED_COLOUR)
+        ax.bar([1], [found["others_max"] - found["others_min"]], bottom=[found["others_min"]], color="#bbbbbb")
+        ax.set_yscale("log")
+        ax.set_xticks([0, 1], [f"CPU {found['hot_cpu']}", "every other CPU\n(range reported)"])
+        ax.set_title(f"{row}: {found['hot_count']:,} against {found['others_min']:,}-{found['others_max']:,}", fontsize=9)
+        ax.set_ylabel(f"{row} count ({found['file']}, log scale)")
+    figure.text(0.01, 0.01, "source: " + data["source"].split(",")[0] + ", JabPerf (counts as reported)", fontsize=7)
+    figure.tight_layout(rect=(0, 0.05, 1, 1))
+    return figure
+
+
+def figures(verdict: Verdict) -> list[tuple[str, Any]]:
+    """The bystander's interrupts and gaps and the block sweep if it ran; the original case if nothing ran."""
+    result = verdict.result
+    if result is None:
+        return [("The original case: one CPU takes the interrupts (recorded)", original_case_figure())]
+    shown = [("Interrupts on the bystander per aggressor operation", interrupts_figure(result)),
+             ("The bystander's gaps in its own timeline", gaps_figure(result))]
+    if result["block"]["samples"]:
+        shown.append(("Where block completions ran, per rq_affinity mode", block_figure(result)))
+    return shown

@@ -1,0 +1,188 @@
+"""Lab 3: the /proc parsers on real captures, the prediction and the judge on known data, a real run here, the
+rq_affinity sweep restored after a kill -9, and bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perflab import journal
+from perflab.errors import PerflabError
+from perflab.knobs import RqAffinity
+from perflab.labs.first_core_ipi import LAB, recorded
+from perflab.labs.first_core_ipi.completions import block_plan, judge_block, predicted_cpu
+from perflab.labs.first_core_ipi.procstat import parse_table, read_table
+from perflab.sysfs import default_root
+from perflab.verdict import VERDICTS
+
+from conftest import REPO, run_cli
+
+CAPTURES = REPO / "tests" / "fixtures" / "proc"
+
+
+# ---------------------------------------------------------------- the parsers
+
+def test_this_machines_tables_parse_with_one_column_per_online_cpu():
+    online = tuple(LAB.probe().online_cpus)
+    interrupts, softirqs = read_table("/proc/interrupts"), read_table("/proc/softirqs")
+    assert interrupts.cpus == softirqs.cpus == online
+    assert {"LOC", "CAL"} <= set(interrupts.rows)
+    assert interrupts.descriptions["CAL"] == "Function call interrupts"
+    assert {"BLOCK", "TIMER", "RCU"} <= set(softirqs.rows)
+    assert all(name.isdigit() for name in interrupts.irq_rows())
+
+
+@pytest.mark.parametrize("capture", sorted(CAPTURES.glob("*.txt")), ids=lambda p: p.stem)
+def test_real_captures_parse(capture):
+    """Captures from the course's VMs (`perflab vm run wide -- sh -c 'cat /proc/interrupts; echo =====; cat /proc/softirqs'`)."""
+    interrupts_text, softirqs_text = capture.read_text().split("=====\n")
+    interrupts, softirqs = parse_table(interrupts_text), parse_table(softirqs_text)
+    width = int(capture.stem.split("-")[-1].removesuffix("cpus"))
+    assert len(interrupts.cpus) == len(softirqs.cpus) == width
+    assert all(len(counts) == width for counts in interrupts.rows.values())
+    assert "CAL" in interrupts.rows and "BLOCK" in softirqs.rows
+    assert set(interrupts.totals) <= {"ERR", "MIS"}
+
+
+def test_columns_are_cpu_numbers_not_positions():
+    """With CPU 1 offline the header skips it: the second column is CPU 2."""
+    table = parse_table("           CPU0       CPU2\n  CAL:        5        7   Function call interrupts\n"
+                        "  ERR:          3\n")
+    assert table.row("CAL") == {0: 5, 2: 7}
+    assert table.totals == {"ERR": 3}
+    assert table.get("TLB") == {0: 0, 2: 0}  # a row this kernel lacks (TLB is x86 only) counts nothing
+
+
+def test_a_difference_needs_the_same_cpus_and_bad_text_is_one_clear_error():
+    before = parse_table("   CPU0  CPU1\nCAL:  1  2  x\n")
+    after = parse_table("   CPU0  CPU1\nCAL:  4  9  x\n")
+    assert after.since(before).row("CAL") == {0: 3, 1: 7}
+    with pytest.raises(PerflabError, match="online CPUs changed"):
+        parse_table("   CPU0\nCAL:  4  x\n").since(before)
+    with pytest.raises(PerflabError, match="does not start with a CPU header"):
+        parse_table("hello\n")
+    with pytest.raises(PerflabError, match="line 2: 1 counts for 2 CPUs"):
+        parse_table("   CPU0  CPU1\nCAL:  4  x y\n")
+    with pytest.raises(PerflabError, match="no row 'NOPE'"):
+        after.row("NOPE")
+
+
+# ---------------------------------------------------------------- prediction and judgement
+
+@pytest.mark.parametrize("mode, shares_llc, expected", [
+    ("0", True, "irq"), ("0", False, "irq"), ("1", True, "irq"), ("1", False, "reader"),
+    ("2", True, "reader"), ("2", False, "reader")])
+def test_where_blk_mq_completes(mode, shares_llc, expected):
+    plan = {"irq_cpu": 1, "submitter": 0, "shares_llc": shares_llc}
+    assert predicted_cpu(mode, plan) == {"irq": 1, "reader": 0}[expected]
+
+
+def _sweep(on: dict[str, int]) -> list[dict]:
+    """Two rounds of a sweep whose completions all ran on on[mode]."""
+    return [{"mode": mode, "round": r, "reads": 1000, "block": {"0": 1000 * (cpu == 0), "1": 1000 * (cpu == 1)},
+             "cal": {"0": 0, "1": 0}} for r in range(2) for mode, cpu in on.items()]
+
+
+def test_the_block_judge_accepts_the_prediction_and_nothing_else():
+    plan = {"disk": "vda", "irq": 36, "irq_cpu": 1, "submitter": 0, "shares_llc": True}
+    as_predicted, _ = judge_block(plan, _sweep({"0": 1, "1": 1, "2": 0}))
+    assert as_predicted
+    first_cpu_policy, notes = judge_block(plan, _sweep({"0": 1, "1": 0, "2": 0}))  # mode 1 sent to the submitter
+    assert not first_cpu_policy
+    assert "rq_affinity=1: 0% of the BLOCK softirqs on CPU 1" in notes[1]
+
+
+def test_the_original_case_ratio_is_an_interval_around_the_median_core():
+    cal = recorded.observation("CAL")
+    assert (cal["hot_cpu"], cal["hot_count"], cal["others_min"], cal["others_max"]) == (1, 9_153_934, 711, 1_446)
+    low, high = recorded.hot_ratio(cal)
+    assert low == pytest.approx(6330.5, abs=0.1) and high == pytest.approx(12874.7, abs=0.1)
+    assert "jabperf.com" in recorded.load()["source"]
+
+
+# ---------------------------------------------------------------- real runs
+
+def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
+    plan = block_plan(LAB.probe(), default_root())
+    before = None if "skipped" in plan else RqAffinity(plan["disk"]).read()
+    verdict = LAB.run(quick=True, progress=False)
+    assert verdict.verdict in VERDICTS
+    result = verdict.result
+    assert {(s["op"], s["process"]) for s in result["bystander"]["samples"]} == {
+        (op, p) for op in ("munmap", "mprotect", "membarrier") for p in ("shared", "separate")}
+    victim = str(result["params"]["victim"])
+    assert all(victim in s["interrupts"]["CAL"] for s in result["bystander"]["samples"])
+    if before is not None:
+        assert {s["mode"] for s in result["block"]["samples"]} == {"0", "1", "2"}
+        assert RqAffinity(plan["disk"]).read() == before
+    else:
+        assert any("not measured" in note for note in verdict.notes)
+    saved = json.loads(Path(verdict.results).read_text())
+    assert saved["verdict"]["verdict"] == verdict.verdict
+    titles = [title for title, _ in LAB.figures(verdict)]
+    assert titles[0] == "Interrupts on the bystander per aggressor operation"
+
+
+SWEEP_FOREVER = """
+import sys
+from perflab.labs.first_core_ipi.completions import block_plan, measure_block
+from perflab.labs.first_core_ipi import LAB
+from perflab.sysfs import default_root
+plan = block_plan(LAB.probe(), default_root())
+print("started", flush=True)
+measure_block(plan, rounds=10_000, reads=200, progress=False)
+"""
+
+
+def test_a_kill_9_during_the_sweep_is_restored_by_the_next_run(tmp_path):
+    plan = block_plan(LAB.probe(), default_root())
+    if "skipped" in plan:
+        pytest.skip(f"part 2 cannot run here: {plan['skipped']}")
+    knob = RqAffinity(plan["disk"])
+    original = knob.read()
+    sweeper = subprocess.Popen([sys.executable, "-c", SWEEP_FOREVER], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert sweeper.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 60
+        while knob.read() == original and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert knob.read() != original, "the sweep never changed rq_affinity"
+        os.kill(sweeper.pid, signal.SIGKILL)
+        sweeper.wait(timeout=30)
+        assert knob.read() != original  # nothing ran after kill -9: the change is still there...
+        restored = journal.recover()  # ...until the next run (or `perflab system reset`) replays the journal
+        assert any(plan["disk"] in line for line in restored), restored
+        assert knob.read() == original
+    finally:
+        if sweeper.poll() is None:
+            sweeper.kill()
+        journal.recover()
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("argv, env, message", [
+    (["-C", "1,1"], {}, "give two different CPUs"),
+    (["-C", "0"], {}, "give two different CPUs"),
+    (["-C", "0,4095"], {}, "CPU 4095 is not online"),
+    (["--runs", "1"], {}, r"--runs 1 is out of range: give 2 to"),
+    ([], {"PERFLAB_BLOCK_DEVICE": "/dev/null"}, "neither a block device nor a file"),
+    ([], {"PERFLAB_BLOCK_DEVICE": "/nonexistent/disk"}, "PERFLAB_BLOCK_DEVICE=/nonexistent/disk: No such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, env, message):
+    done = run_cli("run", "first-core-ipi", "--quick", *argv,
+                   env={"PERFLAB_RESULTS": str(tmp_path / "results"), **env}, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("perflab: "), done.stderr
+    assert re.search(message, lines[0]), lines[0]
+    assert not list(tmp_path.rglob("*.json")), "a refused run saved a result"
