@@ -167,7 +167,7 @@ def _copy_of_the_lists(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("name, old, new, blamed", [
     ("README.md", "| 6 | `loop-alignment` | The same loop, shifted a few bytes, runs much slower | ready |",
      "| 6 | `loop-alignment` | The same loop, shifted a few bytes, runs slower | ready |", "README.md's table"),
-    ("README.md", "| 3 | `first-core-ipi` | Interrupts land on a core that did not ask for them | planned |\n", "",
+    ("README.md", "| 4 | `page-table-levels` | 5-level page tables cost on every minor fault | planned |\n", "",
      "README.md's table"),
     ("book/src/SUMMARY.md", "- [5-level page tables cost on every minor fault]()",
      "- [5-level page tables cost on every minor fault](labs/04-page-table-levels.md)", "the book's SUMMARY"),
