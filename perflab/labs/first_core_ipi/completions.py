@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -76,10 +77,10 @@ def predicted_cpu(mode: str, plan: dict[str, Any]) -> int:
 # ANCHOR_END: predict
 
 
-def block_run(plan: dict[str, Any], cpu: int, reads: int, folder: str) -> dict[str, Any]:
+def block_run(binary: Path, plan: dict[str, Any], cpu: int, reads: int, folder: str) -> dict[str, Any]:
     """One read loop on `cpu`; its sample with the per-CPU BLOCK softirqs, CAL and disk interrupts during it."""
     prefix = os.path.join(folder, "block")
-    _, (sample,) = run_once([str(ensure_built(SOURCE_DIR, "blockread")), "-c", str(cpu), "-f", plan["read_path"],
+    _, (sample,) = run_once([str(binary), "-c", str(cpu), "-f", plan["read_path"],
                              "-n", str(reads), "-i", prefix])
     softirqs = read_table(f"{prefix}.softirqs.after").since(read_table(f"{prefix}.softirqs.before"))
     interrupts = read_table(f"{prefix}.interrupts.after").since(read_table(f"{prefix}.interrupts.before"))
@@ -91,6 +92,7 @@ def block_run(plan: dict[str, Any], cpu: int, reads: int, folder: str) -> dict[s
 
 def measure_block(plan: dict[str, Any], rounds: int, reads: int, progress: bool) -> list[dict[str, Any]]:
     """Sweep rq_affinity 0, 1, 2 in rotated order, round after round; the old value comes back however this ends."""
+    binary = ensure_built(SOURCE_DIR, "blockread")
     samples = []
     with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-block-") as folder, \
             tqdm(total=rounds * len(MODES), desc=f"block: rq_affinity sweep on {plan['disk']}",
@@ -98,7 +100,7 @@ def measure_block(plan: dict[str, Any], rounds: int, reads: int, progress: bool)
         for r in range(rounds):
             for mode in rotated(MODES, r):
                 changes.set(RqAffinity(plan["disk"]), mode)
-                samples.append(dict(block_run(plan, plan["submitter"], reads, folder), mode=mode, round=r))
+                samples.append(dict(block_run(binary, plan, plan["submitter"], reads, folder), mode=mode, round=r))
                 bar.update()
     return samples
 

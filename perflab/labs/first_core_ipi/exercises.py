@@ -22,7 +22,9 @@ from ...lock import measurement_lock
 from ...sysfs import default_root
 from . import recorded
 from ...sequential import Race
-from .completions import MODES, block_plan, block_run
+from ...build import ensure_built
+from ...probe import Machine
+from .completions import MODES, SOURCE_DIR, block_plan, block_run
 from .run import LAB, OPERATIONS, ROWS, decide_rows, measure_bystander
 
 # Grading the rows: the lab's quick race, until every operation's every row is decided.
@@ -80,9 +82,9 @@ def predict_rows(ns: Answers) -> list[Check]:
 
 # ---------------------------------------------------------------- keep a CPU quiet
 
-def quiet_setup() -> dict[str, Any]:
+def quiet_setup(machine: Machine | None = None) -> dict[str, Any]:
     """The disk, its interrupt, the latency-critical CPU (where the interrupt arrives now) and the reading CPU."""
-    machine = LAB.probe()
+    machine = machine or LAB.probe()
     plan = block_plan(machine, default_root())
     if "skipped" in plan:
         return plan
@@ -96,7 +98,7 @@ def noise_on(setup: dict[str, Any], rq_affinity: str, irq_cpus: list[int] | None
         if irq_cpus is not None:
             changes.set(IrqAffinity(str(setup["irq"])), format_cpulist(irq_cpus))
         changes.set(RqAffinity(setup["disk"]), rq_affinity)
-        sample = block_run(setup, setup["reader"], QUIET_READS, folder)
+        sample = block_run(ensure_built(SOURCE_DIR, "blockread"), setup, setup["reader"], QUIET_READS, folder)
     return {counter: round(1000 * sample[counter][cpu] / sample["reads"]) for counter in ("block", "cal")}
 
 
@@ -111,11 +113,12 @@ def _irq_cpus(answer: Any, online: list[int]) -> list[int] | None:
 
 def quiet_cpu(ns: Answers) -> list[Check]:
     rq_affinity = ns.get("RQ_AFFINITY")
-    setup = quiet_setup()
+    machine = LAB.probe()
+    setup = quiet_setup(machine)
     checks = [Check("RQ_AFFINITY is a mode", PASSED if rq_affinity in MODES else FAILED, f"one of {MODES}",
                     repr(rq_affinity))]
     try:
-        irq_cpus = _irq_cpus(ns.get("IRQ_CPUS"), LAB.probe().online_cpus)
+        irq_cpus = _irq_cpus(ns.get("IRQ_CPUS"), machine.online_cpus)
     except PerflabError as err:
         checks.append(Check("IRQ_CPUS", FAILED, "None or a list of online CPUs", str(err)))
     if any(c.status == FAILED for c in checks):

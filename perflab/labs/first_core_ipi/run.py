@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from ... import results, stats
@@ -53,10 +54,10 @@ class Placement:
 
 # ---------------------------------------------------------------- part 1: a bystander's interrupts
 
-def bystander_run(placement: Placement, op: str, process: str, settings: Settings, folder: str) -> dict[str, Any]:
+def bystander_run(binary: Path, placement: Placement, op: str, process: str, settings: Settings,
+                  folder: str) -> dict[str, Any]:
     """One aggressor run; its sample with the per-CPU CAL and TLB counts accumulated during the loop."""
     prefix = os.path.join(folder, f"{op}-{process}")
-    binary = ensure_built(SOURCE_DIR, "bystander")
     _, (sample,) = run_once([str(binary), "-v", str(placement.victim), "-a", str(placement.aggressor), "-o", op,
                              "-p", process, "-n", str(settings.ops), "-t", str(settings.threshold_ns), "-i", prefix])
     counted = read_table(f"{prefix}.after").since(read_table(f"{prefix}.before"))
@@ -73,12 +74,13 @@ def measure_bystander(placement: Placement, settings: Settings, progress: bool,
     """Race every operation in both processes, round by round, until each (operation, row) in `decide_on` is
     decided: {"race": the race's per-op counts, "samples": every run's raw sample}."""
     runs = [(op, process) for op in OPERATIONS for process in PROCESSES]
+    binary = ensure_built(SOURCE_DIR, "bystander")  # once: make runs two processes even when nothing changed
     samples: list[dict[str, Any]] = []
 
     def one_round(r: int, order: list[str]) -> dict[str, float]:
         measured = {}
         for op, process in dict.fromkeys(tuple(a.split("/")[:2]) for a in order):  # each run once, rotated
-            sample = dict(bystander_run(placement, op, process, settings, folder), round=r)
+            sample = dict(bystander_run(binary, placement, op, process, settings, folder), round=r)
             samples.append(sample)
             measured.update({arm(op, process, row): sample["interrupts"][row][str(placement.victim)] / sample["ops"]
                              for row in ROWS})
