@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from perflab.cpulist import parse_cpulist
 from perflab.labs.core_to_core.advisor import analyze
 from perflab.labs.core_to_core.figures import heatmap, latency_histogram
 from perflab.labs.core_to_core.matrix import LatencyMatrix, from_result, load
@@ -82,11 +84,31 @@ def test_other_vendors_and_meshes_stay_honest():
     assert apple["levels"] == [[[0, 1], [2, 3, 4], [5, 6, 7]]]
     alder = analyze(shared("intel-core-i9-12900k"))
     assert [len(g) for g in level(alder, "SMT siblings")].count(2) == 8, "8 P-cores with SMT, E-cores alone"
-    for prefix in ("aws-graviton3", "dual-ampere-altra", "intel-xeon-w9-3475x"):
+    for prefix in ("aws-graviton3", "intel-xeon-w9-3475x"):
         analysis = analyze(shared(prefix))
         assert_valid(analysis)
         assert level(analysis, "SMT siblings") is None and level(analysis, "socket") is None
         assert any("without a clear boundary" in n for n in analysis["notes"])
+    altra = analyze(shared("dual-ampere-altra"))
+    pairs = level(altra, "shared-cache cluster")
+    assert len(pairs) == 40 and all(len(g) == 2 for g in pairs), "Neoverse N1 cores sit in pairs on one mesh node"
+    assert level(altra, "SMT siblings") is None, "68-97 ns inside a pair is no SMT hand-over"
+
+
+HELD_OUT = Path(__file__).parent / "fixtures" / "c2c-held-out"
+HELD_OUT_TOPOLOGY = json.loads((HELD_OUT / "topology.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(HELD_OUT_TOPOLOGY))
+def test_held_out_matrices_give_their_documented_levels(name):
+    """Matrices the thresholds were not chosen on: every documented level, and no other, is recovered."""
+    documented = HELD_OUT_TOPOLOGY[name]
+    analysis = analyze(load(HELD_OUT / name))
+    assert_valid(analysis)
+    expected = [sorted(parse_cpulist(group) for group in level.split()) for level in documented["levels"]]
+    assert analysis["levels"] == expected, documented["documented"]
+    has_smt = bool(expected) and all(len(group) == 2 for group in expected[0]) and "threads" in documented["documented"]
+    assert (level(analysis, "SMT siblings") is not None) == has_smt
 
 
 @needs_shared
