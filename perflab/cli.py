@@ -37,7 +37,19 @@ def _run_lab(name: str, args: argparse.Namespace):
     from .labs import find
 
     return find(name).load().run(cpus=args.cpus, quick=args.quick, runs=args.runs,
-                                 progress=args.progress or not args.json, wait=not args.no_wait)
+                                 progress=args.progress or not args.json, wait=not args.no_wait,
+                                 **_options(args.option or []))
+
+
+def _options(given: list[str]) -> dict[str, str]:
+    """`-o where=native` as {"where": "native"}; the lab checks the names and values."""
+    options = {}
+    for item in given:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise PerflabError(f"-o {item!r}: give NAME=VALUE, e.g. -o where=native (the lab's README lists its options)")
+        options[name] = value
+    return options
 
 
 def without_vm(argv: list[str]) -> list[str]:
@@ -84,6 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.vm:
         return _run_lab_in_vm(args)
     if args.lab == "all":
+        if args.option:
+            raise PerflabError("-o sets one lab's option: name the lab, e.g. `perflab run page-table-levels -o where=native`")
         verdicts, report_path = run_all(cpus=args.cpus, quick=args.quick, runs=args.runs, wait=not args.no_wait,
                                         progress=not args.json)
         _clear_progress_line()
@@ -342,7 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
                        allow_abbrev=False,  # --vm forwards the other flags to the guest exactly as given
                        epilog=_examples("perflab run core-to-core", "perflab run core-to-core --quick -C 0-3",
                                         "perflab run loop-alignment --quick --vm default",
-                                        "perflab run core-to-core --runs 60 --json", "perflab run all --quick"))
+                                        "perflab run core-to-core --runs 60 --json", "perflab run all --quick",
+                                        "perflab run page-table-levels -o where=native"))
     p.add_argument("lab", help="lab name (core-to-core, ...) or `all`")
     p.add_argument("--quick", action="store_true", help="fewer repetitions: a first look in seconds, not a final answer")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON (lab, verdict, reason, effect, results)")
@@ -351,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-wait", action="store_true", help="fail at once if another measurement is running")
     p.add_argument("--vm", metavar="PROFILE", help="run the lab inside a VM of this profile (see `perflab vm list`)")
     p.add_argument("--progress", action="store_true", help="progress bars on stderr even with --json")
+    p.add_argument("-o", "--option", action="append", metavar="NAME=VALUE",
+                   help="a lab's own option, e.g. -o where=native for page-table-levels (repeatable)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("grade", help="grade an exercise notebook", formatter_class=formatter,

@@ -621,13 +621,18 @@ def _numa(root: SysRoot) -> tuple[Fact, dict[int, int]]:
     return Fact(nodes, source, note), node_of
 
 
+def paging_levels_of(meminfo: str) -> int | None:
+    """4 or 5 from /proc/meminfo's VmallocTotal line (or the whole file); None if it has none."""
+    m = re.search(r"^VmallocTotal:\s*(\d+)\s*kB", meminfo or "", re.M)
+    return None if not m else 5 if int(m.group(1)) > VMALLOC_5LEVEL_KB else 4
+
+
 def _paging_levels(root: SysRoot) -> Fact:
     meminfo = root.read("/proc/meminfo")
-    m = re.search(r"^VmallocTotal:\s*(\d+)\s*kB", meminfo or "", re.M)
-    if not m:
+    levels = paging_levels_of(meminfo or "")
+    if levels is None:
         return Fact(None, "/proc/meminfo VmallocTotal", "/proc/meminfo missing or has no VmallocTotal")
-    kb = int(m.group(1))
-    levels = 5 if kb > VMALLOC_5LEVEL_KB else 4
+    kb = int(re.search(r"^VmallocTotal:\s*(\d+)", meminfo, re.M).group(1))
     return Fact(levels, "/proc/meminfo VmallocTotal",
                 f"VmallocTotal {kb} kB: {'12.5 PiB' if levels == 5 else 'at most 32 TiB'} of vmalloc space "
                 f"means {levels}-level page tables")

@@ -9,6 +9,7 @@ with a one-line message that says how to fix it.
 from __future__ import annotations
 
 import math
+import warnings
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 
@@ -278,7 +279,9 @@ def mean_difference(a: Sequence[float], b: Sequence[float], confidence: float = 
     difference = mean(xb) - mean(xa)
     if stdev(xa) == 0 and stdev(xb) == 0:
         return difference, difference, difference, 0.0 if difference else 1.0
-    found = sps.ttest_ind(xb, xa, equal_var=False)
+    with warnings.catch_warnings():  # nearly identical samples (instruction counts) are exact enough here
+        warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
+        found = sps.ttest_ind(xb, xa, equal_var=False)
     interval = found.confidence_interval(confidence)
     return difference, float(interval.low), float(interval.high), float(found.pvalue)
 

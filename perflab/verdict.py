@@ -37,7 +37,8 @@ class Effect:
         """"name: +7.2% (95% CI +4.9% to +9.6%, p = 2e-06)", or in the effect's unit when it is not relative:
         "name: +0.96 interrupts per operation (95% CI +0.91 to +1.01, p = 3e-09)"."""
         if self.relative:
-            value, low, high = f"{self.value:+.1%}", f"{self.ci_low:+.1%}", f"{self.ci_high:+.1%}"
+            digits = 2 if max(abs(self.value), abs(self.ci_low), abs(self.ci_high)) < 0.01 else 1  # +0.23%, not +0.2%
+            value, low, high = (f"{v:+.{digits}%}" for v in (self.value, self.ci_low, self.ci_high))
         else:
             value, low, high = f"{self.value:+.3g} {self.unit}", f"{self.ci_low:+.3g}", f"{self.ci_high:+.3g}"
         return f"{self.name}: {value} ({100 * self.confidence:.4g}% CI {low} to {high}, p = {self.p_value:.2g})"

@@ -47,7 +47,7 @@ def test_unknown_lab_and_exercise():
 
 
 def test_planned_lab_says_so():
-    _one_line_error(run_cli("run", "page-table-levels"), "planned but not in this version")
+    _one_line_error(run_cli("run", "numa-static-data"), "planned but not in this version")
 
 
 def test_malformed_csv(tmp_path):

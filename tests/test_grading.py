@@ -124,7 +124,9 @@ def test_a_bad_notebook_is_one_line(tmp_path, content):
 
 def test_answers_come_back_as_plain_data_only(tmp_path):
     path = notebook_with(tmp_path, "import numpy as np\nfrom pathlib import Path\nARRAY = np.arange(3)\n"
-                                   "WHERE = Path('/x')\nKEYS = {0.5: True}\nclass Thing: pass\nTHING = Thing()")
+                                   "WHERE = Path('/x')\nKEYS = {0.5: True}\nclass Thing: pass\nTHING = Thing()\n"
+                                   "SCALAR = np.float64(0.25) + np.float64(0.5)")
     answers, errors = run_notebook(path, {}, timeout=60)
     assert errors == [] and answers["ARRAY"] == [0, 1, 2] and answers["WHERE"] == "/x" and answers["KEYS"] == {0.5: True}
+    assert answers["SCALAR"] == 0.75, "numpy's float64 is a float subclass whose repr is a call: sent as a float"
     assert "not plain data" in repr(answers["THING"])

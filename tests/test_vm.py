@@ -159,13 +159,13 @@ def test_run_in_a_vm_forwards_every_flag_but_vm():
     from perflab.cli import build_parser, without_vm
 
     given = ["loop-alignment", "--quick", "--runs", "3", "-C", "0,1", "--no-wait", "--progress", "--json",
-             "--vm", "default"]
+             "-o", "loop=x", "--vm", "default"]
     forwarded = without_vm(given)
     assert forwarded == given[:-2]
     assert without_vm(["loop-alignment", "--vm=numa2", "--quick"]) == ["loop-alignment", "--quick"]
     help_text = build_parser().parse_known_args(["run", "x"])[0]
     assert {name for name in vars(help_text) if name not in ("lab", "vm", "func", "command")} == \
-        {"quick", "json", "cpus", "runs", "no_wait", "progress"}, "a new `run` option: add it to `given` above"
+        {"quick", "json", "cpus", "runs", "no_wait", "progress", "option"}, "a new `run` option: add it to `given` above"
 
 
 def test_results_come_back_with_the_vm_and_the_guest_probe(tmp_path):
@@ -199,7 +199,7 @@ def test_cli_without_qemu_says_how_to_install_it_and_leaves_nothing(tmp_path):
 def test_cli_refuses_vm_with_all_and_a_run_without_command():
     assert "one lab at a time" in run_cli("run", "all", "--vm", "default").stderr
     assert "nothing to run" in run_cli("vm", "run", "default").stderr
-    assert "planned" in run_cli("run", "page-table-levels", "--vm", "la57").stderr
+    assert "planned" in run_cli("run", "numa-static-data", "--vm", "numa2").stderr
 
 
 def test_cli_list_shows_every_profile(tmp_path):

@@ -20,8 +20,11 @@ def plain(value, depth: int = 0):
     """The value as plain data, or raise TypeError."""
     if depth > 20:
         raise TypeError("nested too deeply")
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+    if value is None:
         return value
+    for kind in (bool, int, float, str, bytes):  # the base type: numpy's float64 is a float whose repr is a call
+        if isinstance(value, kind):
+            return kind(value)
     if isinstance(value, PurePath):
         return str(value)
     if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays and numbers

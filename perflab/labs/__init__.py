@@ -37,7 +37,9 @@ A lab writes only what is its own:
                       machine fit (with -C given, that is the learner's error)
     measure(machine, placement, settings, progress, **options) -> result
                       a dict from results.new_result with every raw sample; a
-                      change to the system goes through perflab.knobs
+                      change to the system goes through perflab.knobs; raises
+                      CannotShow, before measuring, when a tool it needs is
+                      missing here (QEMU, a guest image)
     judge(machine, result) -> Verdict
                       verdict, reason, effect and notes from the result alone
 
@@ -131,7 +133,12 @@ class Lab(ABC):
                 return self.cannot_show(machine, reason)
             results.check_writable(results.results_dir() / self.name)
             journal.recover()
-            result = self.measure(machine, placement, settings, progress, **chosen_options)
+            try:
+                result = self.measure(machine, placement, settings, progress, **chosen_options)
+            except CannotShow as reason:  # a tool or device the measurement needs is missing here
+                if cpus:
+                    raise
+                return self.cannot_show(machine, reason)
             verdict = self.judge(machine, result)
             if self.IN_A_VM and machine.value("virtualization"):
                 verdict.notes.append(self.IN_A_VM)

@@ -111,6 +111,11 @@ def trial_key(image_id: str) -> str:
 def choose_accel(profile: Profile, kvm_problem: str | None, host_la57: bool, trial: dict | None,
                  forced: str | None = None) -> tuple[str, str, bool]:
     """(accel, why, trial_needed). Pure: the facts are passed in, so every branch is testable."""
+    if profile.icount:
+        if forced == "kvm":
+            raise PerflabError(f"{profile.name} counts instructions (icount = {profile.icount!r}), which only TCG can; "
+                               "unset PERFLAB_VM_ACCEL or set it to tcg")
+        return "tcg", "the profile counts instructions (icount), which only TCG's emulation can", False
     if forced:
         return forced, f"PERFLAB_VM_ACCEL={forced}", False
     if kvm_problem:

@@ -15,6 +15,7 @@ KERNELS = ("standard", "rt")
 # A name becomes vm/<name>.toml and <cache>/vms/<name>/, which perflab deletes: no path may hide in it.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 MAX_CPUS = 256  # QEMU's q35 machine takes up to 288 vCPUs; more than this is a typo, not a lab
+ICOUNT = re.compile(r"shift=(\d|10|auto)(,sleep=(on|off))?(,align=(on|off))?")  # the -icount forms a lab needs
 MEMORY_MIB = (256, 65536)  # the guest boots in 256 MiB; 64 GiB is more than any lab needs or a laptop has
 
 
@@ -31,6 +32,7 @@ class Profile:
     la57: bool = False
     kernel: str = "standard"
     kernel_args: list[str] = field(default_factory=list)
+    icount: str = ""  # QEMU's -icount: the guest clock counts instructions (TCG only), e.g. "shift=0,sleep=off"
     boot_timeout_s: int = 240  # TCG on two host cores; KVM boots in a few seconds
 
     @property
@@ -41,7 +43,8 @@ class Profile:
         text = f"{self.cpus} vCPUs ({self.sockets}s x {self.cores}c x {self.threads}t)"
         if self.numa_nodes > 1:
             text += f", {self.numa_nodes} NUMA nodes"
-        return text + f", {self.memory_mib // 1024} GiB" + (", la57" if self.la57 else "")
+        return (text + f", {self.memory_mib // 1024} GiB" + (", la57" if self.la57 else "")
+                + (f", icount {self.icount}" if self.icount else ""))
 
 
 def _whole(low: int, high: int):
@@ -67,6 +70,8 @@ KEYS = {
     "la57": (lambda v: isinstance(v, bool), "true or false"),
     "kernel": (lambda v: v in KERNELS, " or ".join(f'"{k}"' for k in KERNELS)),
     "kernel_args": (_kernel_args, 'a list of words, e.g. ["quiet", "no5lvl"]'),
+    "icount": (lambda v: isinstance(v, str) and ICOUNT.fullmatch(v) is not None,
+               'QEMU\'s -icount value, e.g. "shift=0,sleep=off" (shift 0 to 10 or auto)'),
     "boot_timeout_s": _whole(10, 3600),
 }
 REQUIRED = [f.name for f in fields(Profile)
@@ -154,6 +159,8 @@ def machine_args(profile: Profile, accel: str) -> list[str]:
     args = ["-machine", "q35", "-accel", accel, "-cpu", cpu,
             "-smp", f"{profile.cpus},sockets={profile.sockets},cores={profile.cores},threads={profile.threads}",
             "-m", f"{profile.memory_mib}M"]
+    if profile.icount and accel == "tcg":
+        args += ["-icount", profile.icount]
     if profile.numa_nodes > 1:
         per_node = profile.memory_mib // profile.numa_nodes
         sockets_per_node = profile.sockets // profile.numa_nodes

@@ -1,0 +1,177 @@
+"""Lab 4, the measurement: the cost of one minor page fault with 5-level and with 4-level page tables.
+
+Two ways, chosen with the `where` option:
+
+- "vm" (the default): QEMU boots the same emulated la57 CPU and kernel twice
+  per round, once with 5-level page tables (profile la57-icount) and once
+  with `no5lvl` (no5lvl-icount), in rotated order. Their clocks count
+  instructions (-icount shift=0), so a fault's cost is a count that does not
+  depend on the host's speed, and the boots race until decided.
+- "native": this boot's own kernel, timed in ns. One boot has one paging
+  mode, so the comparison is with a saved native result of the other mode on
+  this machine (reboot with or without `no5lvl` in between).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from ... import results, stats
+from ...cpulist import check_cpus
+from ...errors import PerflabError
+from ...probe import Machine, paging_levels_of
+from ...sequential import DECIDED, Plan, Race, race
+from ...verdict import Verdict
+from .. import CannotShow, Lab
+from .faults import MIN_RELATIVE, MODES, SOURCE_DIR, Settings, boot_cost, decide, fault_note, faults_argv
+from .native import judge_native, measure_here, other_boot
+
+PROFILES = {5: "la57-icount", 4: "no5lvl-icount"}  # paging levels -> the VM profile that boots with them
+ARMS = ("5-level", "4-level")
+
+
+# ---------------------------------------------------------------- measured in a VM
+
+def check_vm_ready() -> None:
+    """QEMU and the guest image are there: otherwise CannotShow, with one line that says how to get them."""
+    from ...vm import image, machine
+
+    if shutil.which(machine.QEMU) is None:
+        raise CannotShow(f"QEMU is missing ({machine.QEMU} not on PATH): run `make lab`, which installs qemu-system-x86")
+    if not image.current().exists():
+        raise CannotShow("the guest image is not built: run `.venv/bin/perflab vm build` (about 4 minutes, once, as root)")
+
+
+def guest_script(settings: Settings) -> str:
+    """Build the program in the guest, say the paging mode, measure both modes."""
+    binary = f"build/{Path(SOURCE_DIR).name}/faults"
+    runs = " && ".join(" ".join(faults_argv(binary, mode, settings)) for mode in MODES)
+    return f"make -s -C {SOURCE_DIR} && grep VmallocTotal /proc/meminfo && {runs}"
+
+
+def parse_guest_output(text: str) -> tuple[int | None, list[dict[str, Any]]]:
+    """The guest's paging levels (from its VmallocTotal line) and the program's samples."""
+    levels, samples = None, []
+    for line in text.splitlines():
+        if line.startswith("VmallocTotal"):
+            levels = paging_levels_of(line)
+        elif line.startswith("{"):
+            record = json.loads(line)
+            if record.get("type") == "sample":
+                samples.append(record)
+    return levels, samples
+
+
+def boot_and_measure(levels: int, settings: Settings) -> dict[str, Any]:
+    """Boot the profile for `levels`, check the guest really runs them, measure, stop the VM."""
+    from ...vm.labrun import vm_block
+    from ...vm.machine import execute, session
+
+    profile = PROFILES[levels]
+    out, err = io.BytesIO(), io.BytesIO()
+    with session(profile, progress=False) as machine:
+        code = execute(machine, ["sh", "-c", guest_script(settings)], stdout=out, stderr=err)
+        vm = vm_block(machine.info())
+    if code != 0:
+        last = err.getvalue().decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]
+        raise PerflabError(f"the fault benchmark failed in {profile}: {last[0]}")
+    found, samples = parse_guest_output(out.getvalue().decode(errors="replace"))
+    if found != levels:
+        raise PerflabError(f"{profile} booted with {found}-level page tables, not {levels}: check vm/{profile}.toml "
+                           "(la57, kernel_args) and the guest kernel")
+    return {"profile": profile, "paging_levels": found, "boot_seconds": vm.get("boot_seconds"),
+            "accel": vm.get("accel"), "icount": "-icount" in (vm.get("qemu_argv") or []), "samples": samples}
+
+
+def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
+    """Boot both paging modes round by round, in rotated order, until decided: the race and every boot."""
+    boots: list[dict[str, Any]] = []
+
+    def one_round(r: int, order: list[str]) -> dict[str, float]:
+        measured = {}
+        for arm in order:
+            boot = dict(boot_and_measure(int(arm[0]), settings), round=r)
+            boots.append(boot)
+            measured[arm] = boot_cost(boot)
+        return measured
+
+    plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
+    raced = race(list(ARMS), one_round, lambda values, alpha: decide(values, alpha)[0] in DECIDED, plan,
+                 control="4-level", desc="rounds: a boot of la57 and of no5lvl, ~90 s", progress=progress)
+    return {"race": raced.to_json(), "boots": [b for b in boots if b["round"] >= raced.first_kept]}
+
+
+# ---------------------------------------------------------------- the lab
+
+class PageTableLevels(Lab):
+    """The fifth page-table level costs on every minor fault."""
+
+    name = "page-table-levels"
+    QUICK = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=5, pages=1024)
+    FULL = Settings(rounds_per_look=2, max_rounds=6, budget_s=1800, fault_rounds=10, pages=4096)
+    RUNS = ("max_rounds",)
+    OPTIONS = {"where": ("vm", "native")}
+    IN_A_VM = ("this machine is itself a VM: natively, fault times are its guest kernel's and include the host's "
+               "second-level page walks; the instruction counts of the la57/no5lvl guests are not affected")
+    CANNOT_SHOW = ("Any machine with QEMU shows it in two emulated boots: `perflab run page-table-levels` "
+                   "(where = \"vm\"); natively, a CPU with la57 (Intel Ice Lake or later, AMD Zen 4 or later).")
+
+    def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
+        chosen = super().settings_for(quick, runs)
+        if chosen.max_rounds < 2:
+            raise PerflabError("--runs 1 gives one value per mode, and a confidence interval needs two: give --runs 2 "
+                               "or more")
+        return replace(chosen, rounds_per_look=min(chosen.rounds_per_look, chosen.max_rounds))
+
+    def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> int:
+        """Natively, the CPU to fault on: the last one given (-C 1), or the last online; the VMs have one vCPU."""
+        if cpus:
+            check_cpus(cpus, machine.online_cpus)
+            return cpus[-1]
+        return machine.online_cpus[-1]
+
+    def measure(self, machine: Machine, placement: int, settings: Settings, progress: bool,
+                where: str = "vm") -> dict[str, Any]:
+        if where == "vm":
+            check_vm_ready()
+            result = results.new_result(self.name, "vm", machine.summary(), asdict(settings))
+            result["vms"] = measure_in_vms(settings, progress)
+            return result
+        result = results.new_result(self.name, "native", machine.summary(), {"cpu": placement, **asdict(settings)})
+        result["paging_levels"] = machine.value("paging_levels")
+        result["runs"] = measure_here(placement, settings, progress)
+        result["other_boot"] = other_boot(machine, result["paging_levels"])
+        return result
+
+    def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
+        if result["kind"] == "native":
+            return judge_native(self.name, machine, result, self.CANNOT_SHOW)
+        raced = Race.from_json(result["vms"]["race"])
+        verdict, effect = decide(raced.kept_values(), raced.alpha_per_look)
+        boots = result["vms"]["boots"]
+        notes = [fault_note([b for b in boots if b["paging_levels"] == levels],
+                            f"{levels}-level ({PROFILES[levels]}, {sum(b['paging_levels'] == levels for b in boots)} boots)",
+                            "instructions")
+                 for levels in (5, 4)]
+        four, five = (stats.mean(raced.kept(arm)) for arm in ("4-level", "5-level"))
+        notes.append(f"5-level minus 4-level: {five - four:+.1f} instructions per anonymous fault")
+        notes.append("what this counts: the guest kernel's instructions for the extra level (walking, allocating and "
+                     "freeing the P4D), not the MMU's hardware walk, which TCG does not model (no TLB or "
+                     "paging-structure caches); icount runs every vCPU on one host thread, so thread scaling "
+                     "(ebizzy) cannot be shown this way")
+        notes += raced.notes
+        if verdict == "reproduced":
+            reason = f"{effect.text()}: the fifth level costs on every fault, as on the source's Ice Lake (+0.23%)"
+        elif verdict == "not-reproduced":
+            reason = f"{effect.text()}; +{MIN_RELATIVE:.1%} or more per fault is ruled out"
+        else:
+            reason = f"{effect.text()}; {raced.undecided()}"
+        return Verdict(self.name, verdict, reason, effect, notes=notes)
+
+
+LAB = PageTableLevels()

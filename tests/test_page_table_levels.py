@@ -1,0 +1,223 @@
+"""Lab 4: the fault program's modes and bad input, the per-fault arithmetic, the judge on known values, the
+replayed source, the icount profile key, bad input to the lab, and a real pair of emulated boots (slow)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from perflab.build import ensure_built
+from perflab.errors import PerflabError
+from perflab.labs.page_table_levels import LAB, recorded
+from perflab.labs.page_table_levels.exercises import extra_per_fault, power, synthetic_boots
+from perflab.labs.page_table_levels.faults import (SOURCE_DIR, Settings, boot_cost, decide, fault_around, per_fault,
+                                                    per_page)
+from perflab.labs.page_table_levels.native import judge_native
+from perflab.labs.page_table_levels.run import boot_and_measure, parse_guest_output
+from perflab.runner import run_once
+from perflab.vm import profiles
+from perflab.verdict import VERDICTS
+from perflab.vm.machine import choose_accel
+
+from conftest import run_cli
+
+TINY = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=3, pages=256)
+
+
+# ---------------------------------------------------------------- the program
+
+@pytest.fixture(scope="module")
+def faults() -> str:
+    return str(ensure_built(SOURCE_DIR, "faults"))
+
+
+def test_anonymous_faults_map_one_page_each(faults):
+    meta, samples = run_once([faults, "-m", "anon", "-p", "512", "-r", "3"])
+    assert meta["bench"] == "faults" and len(samples) == 3
+    assert all(s["minflt"] == s["pages"] == 512 and s["elapsed_ns"] > 0 for s in samples)
+
+
+def test_file_faults_map_fault_around_bytes_at_once(faults, tmp_path):
+    knob = Path("/sys/kernel/debug/fault_around_bytes")  # where the kernel exposes it, with debugfs mounted
+    pages = (int(knob.read_text()) if knob.exists() else 65536) // 4096  # 64 KiB unless changed
+    _, samples = run_once([faults, "-m", "file", "-p", "1024", "-r", "3", "-f", str(tmp_path / "f.dat")])
+    assert all(abs(fault_around(s) - pages) <= 0.05 * pages for s in samples), [fault_around(s) for s in samples]
+
+
+def test_a_high_hint_lands_high_only_with_five_levels(faults):
+    _, (sample,) = run_once([faults, "-m", "anon", "-p", "16", "-r", "1", "-H"])
+    assert sample["high"] == (LAB.probe().value("paging_levels") == 5)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-m", "swap"], "give -m anon"),
+    (["-m", "anon", "-p", "0"], "-p 0: give 1 to"),
+    (["-m", "anon", "-r", "0"], "at least one round"),
+    (["-m", "file", "-f", "/proc/nope/x"], "cannot open /proc/nope/x"),
+    (["-m", "anon", "-c", "4096"], "cannot pin to CPU 4096"),
+])
+def test_bad_arguments_stop_with_one_line(faults, argv, message):
+    with pytest.raises(PerflabError, match="faults failed") as caught:
+        run_once([faults, *argv])
+    assert message in str(caught.value)
+
+
+# ---------------------------------------------------------------- arithmetic and judging
+
+def test_per_fault_and_per_page_differ_by_the_fault_around_factor():
+    sample = {"pages": 1024, "minflt": 64, "elapsed_ns": 640_000}
+    assert per_fault(sample) == 10_000 and per_page(sample) == 625 and fault_around(sample) == 16
+    assert per_fault(sample) / per_page(sample) == fault_around(sample)
+
+
+def test_the_guest_output_gives_its_paging_levels_and_samples():
+    text = ("VmallocTotal:   13743895347199 kB\n{\"type\":\"meta\",\"bench\":\"faults\"}\n"
+            "{\"type\":\"sample\",\"mode\":\"anon\",\"pages\":4,\"minflt\":4,\"elapsed_ns\":40}\n")
+    levels, samples = parse_guest_output(text)
+    assert levels == 5 and samples == [{"type": "sample", "mode": "anon", "pages": 4, "minflt": 4, "elapsed_ns": 40}]
+    assert parse_guest_output("VmallocTotal:   34359738367 kB\n")[0] == 4
+    assert parse_guest_output("no meminfo\n") == (None, [])
+
+
+def test_decide_on_boot_values():
+    rng = random.Random(4)
+    exact = {"5-level": [6869.37, 6869.37], "4-level": [6854.37, 6854.36]}
+    verdict, effect = decide(exact)
+    assert verdict == "reproduced" and effect.value == pytest.approx(15 / 6854.37, rel=1e-3)
+    assert "+0.22%" in effect.text(), "small effects print two decimals"
+    same = {"5-level": [6854.0, 6854.0, 6854.0], "4-level": [6854.0, 6854.0, 6854.0]}
+    assert decide(same)[0] == "not-reproduced"
+    noisy = {arm: [rng.gauss(6860, 40) for _ in range(3)] for arm in ("5-level", "4-level")}
+    assert decide(noisy)[0] == "inconclusive"
+    lower = {"5-level": [6840.0, 6840.1], "4-level": [6854.0, 6854.1]}
+    assert decide(lower)[0] == "not-reproduced", "dearer with 4 levels is the opposite sign"
+
+
+def test_a_native_run_without_a_second_boot_says_what_to_do():
+    machine = LAB.probe()
+    run = {"round": 0, "samples": [{"mode": m, "pages": 512, "minflt": 512 if m == "anon" else 32,
+                                    "elapsed_ns": 900_000} for m in ("anon", "file")]}
+    result = {"kind": "native", "paging_levels": 4, "runs": [run, dict(run, round=1)], "other_boot": None}
+    verdict = judge_native(LAB.name, machine, result, LAB.CANNOT_SHOW)
+    if (machine.value("la57_cpu") or {}).get("cpuid"):
+        assert verdict.verdict == "inconclusive" and "reboot without `no5lvl`" in verdict.reason
+    else:
+        assert verdict.verdict == "cannot-show" and "no la57" in verdict.reason
+    faster = dict(run, samples=[dict(s, elapsed_ns=600_000) for s in run["samples"]])
+    other = {"path": "x.json", "paging_levels": 5, "runs": [faster, dict(faster, round=1)]}
+    verdict = judge_native(LAB.name, machine, dict(result, other_boot=other), LAB.CANNOT_SHOW)
+    assert verdict.verdict == "not-reproduced", "here the 5-level boot was faster"
+    assert any("believe a difference under 5%" in n for n in verdict.notes)
+
+
+def test_the_example_boots_give_the_difference_the_book_quotes():
+    boots = json.loads(recorded.EXAMPLE_BOOTS.read_text())["boots"]
+    assert extra_per_fault(boots) == pytest.approx(15.0, abs=0.05)
+    assert {b["paging_levels"] for b in boots} == {4, 5}
+    assert all(boot_cost(b) > 0 for b in boots)
+
+
+def test_the_sources_t_test_is_recomputed_from_its_summaries():
+    t, df, p = recorded.t_test_from_summaries()
+    assert (round(t, 2), df) == (-5.35, 58) and p == pytest.approx(1.5e-6, rel=0.05)
+    assert recorded.relative_difference() == pytest.approx(0.0023, abs=1e-4)
+    assert recorded.per_fault_over_per_page() == pytest.approx(6.0, abs=0.1)
+
+
+# ---------------------------------------------------------------- the exercises' references
+
+def test_extra_per_fault_recovers_what_synthetic_boots_were_made_with():
+    rng = random.Random(1)
+    boots = synthetic_boots(rng)
+    five = statistics.mean(boot_cost(b) for b in boots if b["paging_levels"] == 5)
+    four = statistics.mean(boot_cost(b) for b in boots if b["paging_levels"] == 4)
+    assert extra_per_fault(boots) == pytest.approx(five - four)
+
+
+def test_power_is_alpha_without_an_effect_and_one_with_a_huge_one():
+    rng = random.Random(2)
+    costs = [rng.gauss(1000, 10) for _ in range(20)]  # a 1% spread
+    assert power(costs, 30, 0.0) == pytest.approx(0.05, abs=1e-6)
+    assert power(costs, 30, 0.05) > 0.999
+    assert power(costs, 30, 0.0023) < power(costs, 300, 0.0023), "more runs, more power"
+
+
+# ---------------------------------------------------------------- the icount profiles
+
+def test_icount_profiles_run_under_tcg_only():
+    la57 = profiles.load("la57-icount")
+    assert la57.icount == "shift=0,sleep=off" and la57.la57 and la57.cpus == 1
+    assert profiles.load("no5lvl-icount").kernel_args == ["no5lvl"]
+    assert profiles.machine_args(la57, "tcg")[-2:] == ["-icount", "shift=0,sleep=off"]
+    assert "-icount" not in profiles.machine_args(profiles.load("la57"), "tcg")
+    assert choose_accel(la57, None, True, {"ok": True, "when": "now"})[0] == "tcg"
+    with pytest.raises(PerflabError, match="only TCG can"):
+        choose_accel(la57, None, True, None, forced="kvm")
+
+
+def test_a_bad_icount_value_is_refused(tmp_path):
+    (tmp_path / "x.toml").write_text('description = "x"\nsockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\n'
+                                     'icount = "shift=99"\n')
+    with pytest.raises(PerflabError, match="icount = 'shift=99' is not allowed"):
+        profiles.load("x", tmp_path)
+
+
+# ---------------------------------------------------------------- bad input to the lab
+
+def test_the_lab_without_qemu_or_an_image_says_how_to_get_them(tmp_path):
+    """Cannot show, saying how (a notebook and `run all` get a verdict); with -C the learner asked: one-line error."""
+    env = {"PATH": "/nonexistent", "PERFLAB_RESULTS": str(tmp_path / "results")}
+    no_qemu = run_cli("run", "page-table-levels", "--quick", "--json", env=env)
+    verdict = json.loads(no_qemu.stdout)
+    assert no_qemu.returncode == 0 and verdict["verdict"] == "cannot-show" and "QEMU is missing" in verdict["reason"]
+    asked = run_cli("run", "page-table-levels", "--quick", "-C", "0", env=env)
+    assert asked.returncode == 2 and asked.stderr.strip().count("\n") == 0 and "QEMU is missing" in asked.stderr
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("QEMU is not installed here (make test-deps installs it)")
+    no_image = run_cli("run", "page-table-levels", "--quick", "--json",
+                       env={"PERFLAB_VM_CACHE": str(tmp_path / "cache"), "PERFLAB_RESULTS": str(tmp_path / "results")})
+    assert json.loads(no_image.stdout)["verdict"] == "cannot-show" and "perflab vm build" in no_image.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "page-table-levels", "-o", "where=moon"], "where must be one of vm, native"),
+    (["run", "page-table-levels", "-o", "where"], "give NAME=VALUE"),
+    (["run", "page-table-levels", "-o", "levels=5"], "has no option 'levels'"),
+    (["run", "all", "-o", "where=native"], "name the lab"),
+])
+def test_bad_options_are_one_line(argv, message):
+    done = run_cli(*argv)
+    assert done.returncode == 2 and message in done.stderr and done.stderr.strip().count("\n") == 0, done.stderr
+
+
+def test_a_native_run_measures_this_boot_and_says_what_to_compare(isolated_state):
+    verdict = LAB.run(quick=True, progress=False, where="native")
+    levels = LAB.probe().value("paging_levels")
+    assert verdict.result["paging_levels"] == levels and len(verdict.result["runs"]) == LAB.QUICK.max_rounds
+    assert verdict.verdict in ("inconclusive", "cannot-show") and verdict.result["other_boot"] is None
+    assert any(f"this boot ({levels}-level)" in n for n in verdict.notes)
+    # Another boot's result, as perflab saves it: the next native run compares with it.
+    from perflab import results
+    other = results.load(verdict.results)
+    other.update(paging_levels=9 - levels, created="2026-01-01T00:00:00+00:00")
+    other.pop("provenance", None)
+    results.save(other)
+    again = LAB.run(quick=True, progress=False, where="native")
+    assert again.result["other_boot"]["paging_levels"] == 9 - levels
+    assert again.verdict in VERDICTS and any("two boots compared" in n for n in again.notes)
+
+
+# ---------------------------------------------------------------- a real pair of boots
+
+@pytest.mark.slow
+def test_a_real_pair_of_emulated_boots_costs_more_with_five_levels():
+    five, four = boot_and_measure(5, TINY), boot_and_measure(4, TINY)
+    assert (five["paging_levels"], four["paging_levels"]) == (5, 4) and five["icount"] and four["icount"]
+    assert all(b["accel"] == "tcg" for b in (five, four))
+    assert extra_per_fault([five, four]) > 0
+    assert all(fault_around(s) == 1 for b in (five, four) for s in b["samples"] if s["mode"] == "anon")
