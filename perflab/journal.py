@@ -189,6 +189,20 @@ class SystemChanges:
                 signal.signal(number, handler)
 
 
+@contextmanager
+def signals_end_the_process():
+    """Within: SIGTERM and SIGHUP raise SystemExit (in the main thread), so every `finally` runs; then as before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, _exit_on_signal) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def _exit_on_signal(number: int, _frame) -> None:
     """SIGTERM and SIGHUP end the process as SystemExit does, so every `finally` (and restore) runs."""
     raise SystemExit(128 + number)

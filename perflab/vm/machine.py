@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PerflabError
+from ..journal import signals_end_the_process
 from ..lock import exclusive
 from ..paths import REPO_ROOT
 from . import image as guest_image
@@ -402,14 +403,15 @@ def session(name: str, progress: bool = True):
     """The running VM for `name`; if it was not running, boot it now and stop it afterwards."""
     machine = vm(name)
     booted_here = not machine.running()
-    if booted_here:
-        say(progress, f"{name} is not running: booting it for this command (`perflab vm up {name}` keeps it up)")
-        up(name, progress=progress)
-    try:
-        yield machine
-    finally:
+    with signals_end_the_process():  # a VM booted for this command stops with it, also on kill
         if booted_here:
-            down(name)
+            say(progress, f"{name} is not running: booting it for this command (`perflab vm up {name}` keeps it up)")
+            up(name, progress=progress)
+        try:
+            yield machine
+        finally:
+            if booted_here:
+                down(name)
 
 
 # --- commands in the guest -------------------------------------------------------------------

@@ -35,7 +35,7 @@ POWER_NEEDED = 0.8
 
 # ANCHOR: extra
 def extra_per_fault(boots: list[dict[str, Any]]) -> float:
-    """Mean over 5-level boots minus mean over 4-level boots of each boot's median cost per anonymous fault."""
+    """Mean over 5-level boots minus mean over 4-level boots of each boot's cheapest cost per anonymous fault."""
     by_levels = {levels: [boot_cost(b) for b in boots if b["paging_levels"] == levels] for levels in (5, 4)}
     return stats.mean(by_levels[5]) - stats.mean(by_levels[4])
 # ANCHOR_END: extra

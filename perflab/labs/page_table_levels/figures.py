@@ -78,14 +78,14 @@ def fault_around_figure(result: dict[str, Any]) -> Figure:
 
 
 def boots_figure(result: dict[str, Any]) -> Figure:
-    """One point per boot: its median cost per anonymous fault, in boot order."""
+    """One point per boot: its cheapest round's cost per anonymous fault, in boot order."""
     figure = Figure(figsize=(7, 3))
     ax = figure.subplots()
     for label, runs in _runs(result).items():
         ax.plot([run["round"] for run in runs], [boot_cost(run) for run in runs], "o",
                 color=FIVE_COLOUR if label.startswith("5") else FOUR_COLOUR, label=label)
     ax.set_xlabel("round (a boot of each paging mode)" if result["kind"] == "vm" else "run")
-    ax.set_ylabel("median per anonymous fault")
+    ax.set_ylabel("cheapest round, per anonymous fault")
     ax.legend()
     ax.grid(alpha=0.3)
     figure.tight_layout()

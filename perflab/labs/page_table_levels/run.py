@@ -112,7 +112,7 @@ class PageTableLevels(Lab):
     """The fifth page-table level costs on every minor fault."""
 
     name = "page-table-levels"
-    QUICK = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=5, pages=1024)
+    QUICK = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=9, pages=1024)
     FULL = Settings(rounds_per_look=2, max_rounds=6, budget_s=1800, fault_rounds=10, pages=4096)
     RUNS = ("max_rounds",)
     OPTIONS = {"where": ("vm", "native")}
