@@ -127,6 +127,9 @@ def test_the_sources_t_test_is_recomputed_from_its_summaries():
     assert (round(t, 2), df) == (-5.35, 58) and p == pytest.approx(1.5e-6, rel=0.05)
     assert recorded.relative_difference() == pytest.approx(0.0023, abs=1e-4)
     assert recorded.per_fault_over_per_page() == pytest.approx(6.0, abs=0.1)
+    low, high = recorded.relative_ci_from_summaries()
+    assert 0 < low < recorded.relative_difference() < high, "p = 1.5e-6: the 95% CI excludes 0"
+    assert recorded.relative_ci_from_summaries(confidence=0.9999999)[0] < 0, "and a 1 - 1e-7 CI does not"
 
 
 # ---------------------------------------------------------------- the exercises' references

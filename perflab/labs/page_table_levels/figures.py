@@ -40,10 +40,8 @@ def cost_figure(result: dict[str, Any], mode: str) -> Figure:
 
 def relative_figure(result: dict[str, Any], verdict: Verdict | None) -> Figure:
     """5-level over 4-level: the source's lat_pagefault beside this run's anonymous faults, with their CIs."""
-    source = recorded.load()["lat_pagefault"]
-    four, five = source["4-level"], source["5-level"]
-    rows = [("source, Ice Lake\n(ns per page, 30 boots each)", five["mean"] / four["mean"] - 1,
-             five["ci_low"] / four["ci_high"] - 1, five["ci_high"] / four["ci_low"] - 1)]
+    low, high = recorded.relative_ci_from_summaries()
+    rows = [("source, Ice Lake\n(ns per page, 30 boots each)", recorded.relative_difference(), low, high)]
     if verdict is not None and verdict.effect is not None:
         e = verdict.effect
         here = "this run, la57/no5lvl VMs\n(instructions per fault)" if result["kind"] == "vm" else "this machine\n(ns per fault)"
@@ -55,7 +53,7 @@ def relative_figure(result: dict[str, Any], verdict: Verdict | None) -> Figure:
                     color=FIVE_COLOUR if y else "#555555")
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
-    ax.set_xlabel("5-level over 4-level page tables (%): the source's CI is conservative, from both CIs' ends")
+    ax.set_xlabel("5-level over 4-level page tables (%, 95% CI)")
     ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
     figure.tight_layout()
@@ -85,7 +83,8 @@ def boots_figure(result: dict[str, Any]) -> Figure:
         ax.plot([run["round"] for run in runs], [boot_cost(run) for run in runs], "o",
                 color=FIVE_COLOUR if label.startswith("5") else FOUR_COLOUR, label=label)
     ax.set_xlabel("round (a boot of each paging mode)" if result["kind"] == "vm" else "run")
-    ax.set_ylabel("cheapest round, per anonymous fault")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylabel(("instructions" if result["kind"] == "vm" else "ns") + " per anonymous\nfault (cheapest round)")
     ax.legend()
     ax.grid(alpha=0.3)
     figure.tight_layout()

@@ -42,6 +42,17 @@ def t_test_from_summaries(data: dict[str, Any] | None = None) -> tuple[float, in
 # ANCHOR_END: t_test
 
 
+def relative_ci_from_summaries(data: dict[str, Any] | None = None, confidence: float = 0.95) -> tuple[float, float]:
+    """Student's CI of 5-level minus 4-level lat_pagefault, over the 4-level mean, from the published summaries."""
+    pf = (data or load())["lat_pagefault"]
+    n = pf["runs_per_mode"]
+    four, five = pf["4-level"], pf["5-level"]
+    pooled = math.sqrt((stdev_from_ci(four, n) ** 2 + stdev_from_ci(five, n) ** 2) / 2)
+    half = sps.t.ppf(0.5 + confidence / 2, 2 * n - 2) * pooled * math.sqrt(2 / n)
+    difference = five["mean"] - four["mean"]
+    return float((difference - half) / four["mean"]), float((difference + half) / four["mean"])
+
+
 def relative_difference(data: dict[str, Any] | None = None) -> float:
     """5-level over 4-level, minus one, per page (lat_pagefault)."""
     pf = (data or load())["lat_pagefault"]
