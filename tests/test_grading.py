@@ -130,3 +130,15 @@ def test_answers_come_back_as_plain_data_only(tmp_path):
     assert errors == [] and answers["ARRAY"] == [0, 1, 2] and answers["WHERE"] == "/x" and answers["KEYS"] == {0.5: True}
     assert answers["SCALAR"] == 0.75, "numpy's float64 is a float subclass whose repr is a call: sent as a float"
     assert "not plain data" in repr(answers["THING"])
+
+
+def test_a_function_failing_on_inputs_that_are_not_numbers_is_reported():
+    """A failing call on a list of records (lab 4's boots) is a FAILED check that shows the input, not a crash."""
+    from perflab.grading import Answers
+    from perflab.grading.answers import function_check
+    from perflab.grading.kernel import CallError, FunctionAnswer
+
+    boots = [[{"paging_levels": 5, "samples": []}]]
+    answers = Answers({"my_f": FunctionAnswer("__main__", [CallError("NotImplementedError: ")])}, {"my_f": boots})
+    check = function_check(answers, "my_f", lambda records: 1.0, 1e-9)
+    assert check.status == "failed" and "paging_levels" in check.name and check.got == "NotImplementedError: "

@@ -171,7 +171,8 @@ def test_victim_counted_by_perf_stat_for_real():
     # Hardware events need a PMU; the wrapping is the same with a software event.
     victim = ensure_built(lab.SOURCE_DIR, "victim")
     values, counts = programs.run_victim(programs.victim_argv(victim, probe().online_cpus[-1], 16384, 20), ["task-clock"])
-    assert values and counts["task-clock"] > 10  # ms: the victim ran 20 ms
+    # CPU time, not wall time: on a loaded machine the 20 ms victim gets less of it, so only "counted" is certain
+    assert values and 0 < counts["task-clock"] < 1000
 
 
 # --- the benchmarks, for real -------------------------------------------------------------------------

@@ -34,9 +34,17 @@ def function_check(answers: Answers, name: str, reference: Callable, rel: float)
     for arguments, got in zip(inputs, learner.results):
         expected = reference(*arguments)
         if isinstance(got, CallError) or not _same(got, expected, rel):
-            shown = [round(v, 3) for v in arguments[0][:5]] if isinstance(arguments[0], list) else arguments
-            return Check(f"{name} on fresh data {shown}...", FAILED, repr(expected), repr(got))
+            return Check(f"{name} on fresh data {_shown(arguments)}", FAILED, repr(expected), repr(got))
     return Check(f"{name} on {len(inputs)} fresh data sets", PASSED, "matches the reference", "matches")
+
+
+def _shown(arguments: list) -> str:
+    """The start of a fresh input, for the report: a few numbers rounded, anything else as a short repr."""
+    first = arguments[0] if arguments else arguments
+    if isinstance(first, list) and all(isinstance(v, (int, float)) for v in first[:5]):
+        return f"{[round(v, 3) for v in first[:5]]}..."
+    text = repr(arguments)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def saved_result(answers: Answers, made_by: str, key: str = "result") -> tuple[dict | None, Check]:

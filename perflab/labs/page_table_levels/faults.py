@@ -55,8 +55,10 @@ def boot_cost(boot: dict[str, Any], mode: str = "anon") -> float:
     """One value per boot (or native run): its cheapest round's cost per fault in `mode`.
 
     Interference only adds to a round (a timer interrupt, a kernel thread: under icount, their instructions
-    too), so the cheapest round is the fault path's own cost; a median moved by 8 instructions in one boot
-    where three rounds of five were interrupted.
+    too), so the cheapest round is the fault path's own cost. A guest kernel also has states: after a few
+    rounds, or from the start in some boots, every fault costs about 8 instructions more (the page
+    allocator's per-CPU lists are a likely cause; not confirmed). The cheapest round removes that only when a
+    boot has a round in the low state, so boots still differ, and the verdict takes three boots per mode.
     """
     return min(per_fault(s) for s in boot["samples"] if s["mode"] == mode)
 

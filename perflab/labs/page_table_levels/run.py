@@ -112,8 +112,8 @@ class PageTableLevels(Lab):
     """The fifth page-table level costs on every minor fault."""
 
     name = "page-table-levels"
-    QUICK = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=9, pages=1024)
-    FULL = Settings(rounds_per_look=2, max_rounds=6, budget_s=1800, fault_rounds=10, pages=4096)
+    QUICK = Settings(rounds_per_look=3, max_rounds=3, budget_s=900, fault_rounds=9, pages=1024)
+    FULL = Settings(rounds_per_look=4, max_rounds=8, budget_s=2400, fault_rounds=9, pages=4096)
     RUNS = ("max_rounds",)
     OPTIONS = {"where": ("vm", "native")}
     IN_A_VM = ("this machine is itself a VM: natively, fault times are its guest kernel's and include the host's "
