@@ -24,7 +24,7 @@ import os
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
 
@@ -160,7 +160,7 @@ class SystemChanges:
         self.owner = owner
         self.journal = Journal(root)
         self.root = self.journal.root
-        self._previous: dict[int, object] = {}
+        self._signals = signals_end_the_process() if owner == RUN else nullcontext()
 
     def set(self, knob: Knob, value: str) -> None:
         old = knob.read()
@@ -174,9 +174,7 @@ class SystemChanges:
     # ANCHOR_END: changes
 
     def __enter__(self) -> SystemChanges:
-        if self.owner == RUN and threading.current_thread() is threading.main_thread():
-            for number in (signal.SIGTERM, signal.SIGHUP):
-                self._previous[number] = signal.signal(number, _exit_on_signal)
+        self._signals.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -185,8 +183,7 @@ class SystemChanges:
                 pid = os.getpid()
                 self.journal.restore(lambda e: e.owner == RUN and e.pid == pid)
         finally:
-            for number, handler in self._previous.items():
-                signal.signal(number, handler)
+            self._signals.__exit__(None, None, None)
 
 
 @contextmanager

@@ -163,6 +163,13 @@ def _record_trial(key: str, ok: bool, reason: str) -> None:
 
 # --- QEMU ------------------------------------------------------------------------------------
 
+def qemu_missing() -> str | None:
+    """Why QEMU cannot be started here, with how to install it; None when it is on PATH."""
+    if shutil.which(QEMU) is None:
+        return f"QEMU is missing ({QEMU} not on PATH): run `make lab`, which installs qemu-system-x86"
+    return None
+
+
 @functools.cache
 def qemu_version() -> str:
     """One `qemu --version` per process: the trial key and vm.json both need it."""
@@ -255,8 +262,8 @@ def _profile_lock(machine: VM):
 def up(name: str, progress: bool = True) -> dict:
     """Boot the profile's VM unless it is running; return its vm.json (accel, why, boot time...)."""
     machine = vm(name)
-    if shutil.which(QEMU) is None:
-        raise PerflabError(f"QEMU is missing ({QEMU} not on PATH): run `make lab`, which installs qemu-system-x86")
+    if qemu_missing():
+        raise PerflabError(qemu_missing())
     with _profile_lock(machine):
         if machine.running():
             return machine.info()

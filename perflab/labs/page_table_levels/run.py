@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -41,8 +40,8 @@ def check_vm_ready() -> None:
     """QEMU and the guest image are there: otherwise CannotShow, with one line that says how to get them."""
     from ...vm import image, machine
 
-    if shutil.which(machine.QEMU) is None:
-        raise CannotShow(f"QEMU is missing ({machine.QEMU} not on PATH): run `make lab`, which installs qemu-system-x86")
+    if machine.qemu_missing():
+        raise CannotShow(machine.qemu_missing())
     if not image.current().exists():
         raise CannotShow("the guest image is not built: run `.venv/bin/perflab vm build` (about 4 minutes, once, as root)")
 
