@@ -48,8 +48,8 @@ class Run:
         return {"label": self.label, "argv": self.argv, "meta": self.meta, "samples": self.samples}
 
 
-def run_once(argv: list[str], timeout: float = BENCH_TIMEOUT_S) -> tuple[dict, list[dict]]:
-    """Run one benchmark process; return its meta record and its samples."""
+def run_records(argv: list[str], timeout: float = BENCH_TIMEOUT_S) -> list[dict]:
+    """Run one benchmark process; return every JSON record it printed, in order."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -60,15 +60,14 @@ def run_once(argv: list[str], timeout: float = BENCH_TIMEOUT_S) -> tuple[dict, l
     if done.returncode != 0:
         message = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
         raise PerflabError(f"{argv[0].rsplit('/', 1)[-1]} failed: {message[0]}")
-    meta: dict = {}
-    samples: list[dict] = []
-    for line in done.stdout.splitlines():
-        record = json.loads(line)
-        if record.get("type") == "meta":
-            meta = record
-        elif record.get("type") == "sample":
-            samples.append(record)
-    return meta, samples
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def run_once(argv: list[str], timeout: float = BENCH_TIMEOUT_S) -> tuple[dict, list[dict]]:
+    """Run one benchmark process; return its meta record and its samples."""
+    records = run_records(argv, timeout)
+    meta = next((r for r in records if r.get("type") == "meta"), {})
+    return meta, [r for r in records if r.get("type") == "sample"]
 
 
 def interleave(

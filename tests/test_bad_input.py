@@ -159,7 +159,6 @@ CASES = [
      ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/out.pdf"], "ending in .png"),
     # perflab run
     ("run an unknown lab", nothing, ["run", "no-such-lab"], "unknown lab|choose one of"),
-    ("run a planned lab", nothing, ["run", "numa-static-data"], "planned|not .*this version|coming"),
     ("run with an empty CPU list", nothing, ["run", "core-to-core", "-C", ""], "empty CPU list"),
     ("run with a CPU list of words", nothing, ["run", "core-to-core", "-C", "first"], "bad CPU list"),
     ("run with a reversed CPU range", nothing, ["run", "core-to-core", "-C", "3-1"], "bad CPU list"),

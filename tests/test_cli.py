@@ -47,7 +47,14 @@ def test_unknown_lab_and_exercise():
 
 
 def test_planned_lab_says_so():
-    _one_line_error(run_cli("run", "numa-static-data"), "planned but not in this version")
+    from dataclasses import replace
+
+    from perflab.errors import PerflabError
+    from perflab.labs import find
+
+    planned = replace(find("numa-static-data"), status="planned")
+    with pytest.raises(PerflabError, match="planned but not in this version"):
+        planned.load()
 
 
 def test_malformed_csv(tmp_path):

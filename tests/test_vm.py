@@ -199,7 +199,6 @@ def test_cli_without_qemu_says_how_to_install_it_and_leaves_nothing(tmp_path):
 def test_cli_refuses_vm_with_all_and_a_run_without_command():
     assert "one lab at a time" in run_cli("run", "all", "--vm", "default").stderr
     assert "nothing to run" in run_cli("vm", "run", "default").stderr
-    assert "planned" in run_cli("run", "numa-static-data", "--vm", "numa2").stderr
 
 
 def test_cli_list_shows_every_profile(tmp_path):
