@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Callable
 
 from .. import results
 from ..errors import PerflabError
+from ..paths import results_dir
 from . import FAILED, PASSED, Answers, Check
 from .kernel import CallError, FunctionAnswer
 
@@ -62,3 +64,13 @@ def saved_result(answers: Answers, made_by: str, key: str = "result") -> tuple[d
     if problems:
         return None, Check(name, FAILED, f"the file {made_by} wrote, unchanged", f"{path}: {'; '.join(problems)}")
     return saved, Check(name, PASSED, "a result file with its provenance", path)
+
+
+def learner_source_copy(lab: str, original: Path) -> Path:
+    """The learner's own copy of a lab's C file to edit, results/LAB/my-NAME (made from the original the first
+    time, then never overwritten)."""
+    path = results_dir() / lab / f"my-{original.name}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(original.read_text())
+    return path

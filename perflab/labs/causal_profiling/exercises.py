@@ -23,9 +23,10 @@ from typing import Any
 from ...build import compile_variant
 from ...errors import PerflabError
 from ...grading import FAILED, PASSED, Check
+from ...grading.answers import learner_source_copy
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...lock import measurement_lock
-from ...paths import BUILD_DIR, REPO_ROOT, results_dir
+from ...paths import BUILD_DIR, REPO_ROOT
 from ...runner import Config, interleave, run_once
 from ...sequential import Plan
 from . import coz
@@ -56,11 +57,7 @@ def line_numbers(source: str, function: str, pattern: str) -> list[int]:
 
 def exercise_copy() -> Path:
     """The learner's own copy of ingest.c to edit, under results/ (made from the original the first time)."""
-    path = results_dir() / LAB.name / "my-ingest.c"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(EXERCISE_SOURCE.read_text())
-    return path
+    return learner_source_copy(LAB.name, EXERCISE_SOURCE)
 
 
 def profile_exercise(seconds: float = 20, progress: bool = True) -> tuple[list[dict[str, Any]], coz.Profile]:

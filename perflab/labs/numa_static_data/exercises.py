@@ -21,7 +21,7 @@ from ... import stats
 from ...build import compile_variant
 from ...errors import PerflabError
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
-from ...grading.answers import function_check
+from ...grading.answers import function_check, learner_source_copy
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...lock import measurement_lock
 from ...paths import BUILD_DIR, REPO_ROOT, results_dir
@@ -149,11 +149,7 @@ FIX_OPS = 1_000_000
 
 def exercise_copy() -> Path:
     """The learner's own copy of hunt.c to edit, under results/ (made from the original the first time)."""
-    path = results_dir() / LAB.name / "my-hunt.c"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(HUNT_SOURCE.read_text())
-    return path
+    return learner_source_copy(LAB.name, HUNT_SOURCE)
 
 
 STORE = "        *hot = 0;"
