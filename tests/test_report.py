@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from perflab.labs import available
+from perflab import report
+from perflab.labs import available, find, labs
 
 
 def test_run_all_quick_writes_the_report(every_lab_quick):
@@ -15,4 +17,13 @@ def test_run_all_quick_writes_the_report(every_lab_quick):
     assert "An inclusive LLC evicts" in page
     assert all(lab["verdict"] in page for lab in summary["labs"])
     assert "data:image/png;base64," in page, "the report embeds the lab's plots"
-    assert "Not in this version yet" in page
+    assert ("Not in this version yet" in page) == any(not lab.ready for lab in labs())
+
+
+def test_report_lists_the_planned_labs(tmp_path, monkeypatch):
+    """A lab the manifest marks planned is named at the end of the report, not run."""
+    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
+    planned = replace(find("numa-static-data"), status="planned")
+    monkeypatch.setattr(report, "labs", lambda: [planned])
+    page = report.write_report([]).read_text()
+    assert "Not in this version yet" in page and "NUMA" in page
