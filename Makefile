@@ -11,9 +11,10 @@ VENV           := .venv
 TOOLS          := .tools
 UV             := $(TOOLS)/uv/bin/uv
 MDBOOK         := $(TOOLS)/bin/mdbook
+PROXY          := $(TOOLS)/proxy/node_modules/.bin/configurable-http-proxy
 ALLOW_ROOT     := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test setup deps test-deps python bench book clean side-by-side
+.PHONY: lab test setup deps test-deps python proxy bench book clean side-by-side
 
 lab: setup
 	@echo "perflab: JupyterLab on 127.0.0.1:$(PORT); open the URL with the token printed below. Ctrl-C stops it."
@@ -23,7 +24,7 @@ lab: setup
 test: setup test-deps
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-setup: deps python bench book
+setup: deps python proxy bench book
 
 deps:
 	@deps/install-debian deps/debian.txt
@@ -40,10 +41,22 @@ $(UV):
 # The lock file pins every Python package; --frozen refuses to run if it is stale.
 # JupyterLab's defaults come from deps/: no news pop-up over the course's notebooks, and the
 # perflab server extension (the landing page, the book, the learner's workspace in work/).
-$(VENV)/.synced: pyproject.toml uv.lock deps/jupyterlab-overrides.json deps/jupyter-server-perflab.json | $(UV)
-	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --python python3 --quiet
+# Debian's python3, not whichever comes first on PATH: every user can run it, as a workshop's
+# learners must (a pyenv under /root, say, is private to root).
+$(VENV)/.synced: Makefile pyproject.toml uv.lock deps/jupyterlab-overrides.json deps/jupyter-server-perflab.json | $(UV)
+	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --python /usr/bin/python3 --quiet
 	install -D -m 644 deps/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	install -D -m 644 deps/jupyter-server-perflab.json $(VENV)/etc/jupyter/jupyter_server_config.d/perflab.json
+	touch $@
+
+# JupyterHub's proxy for `perflab workshop`, pinned by deps/proxy/package-lock.json. Debian's npm
+# only where no npm is installed: NodeSource's nodejs carries its own and conflicts with Debian's.
+proxy: $(PROXY)
+
+$(PROXY): deps/proxy/package.json deps/proxy/package-lock.json
+	@command -v npm >/dev/null || deps/install-debian deps/debian-npm.txt
+	install -D -m 644 -t $(TOOLS)/proxy deps/proxy/package.json deps/proxy/package-lock.json
+	cd $(TOOLS)/proxy && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # Only the search feature: JupyterLab serves the built book, so mdBook's own server is not needed (and compiles for minutes).

@@ -301,6 +301,23 @@ def cmd_system(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workshop(args: argparse.Namespace) -> int:
+    from .workshop import hub
+
+    if args.action in ("up", "add-learners") and not args.learners:
+        raise PerflabError(f"name the learners: `perflab workshop {args.action} alice bob carol`")
+    if args.action != "up" and (args.learners and args.action != "add-learners"):
+        raise PerflabError(f"`perflab workshop {args.action}` takes no learner names")
+    if args.action == "status":
+        found = hub.status()
+        _print_json(found) if args.json else print(hub.render_status(found))
+        return 0
+    lines = {"up": lambda: hub.up(args.learners, args.ip, args.port, args.ssl_cert, args.ssl_key),
+             "add-learners": lambda: hub.add_learners(args.learners), "down": hub.down}[args.action]()
+    print("\n".join(lines) if lines else "perflab workshop: nothing was left to remove")
+    return 0
+
+
 def machine_names() -> list[str]:
     from .vm.profiles import names
 
@@ -456,6 +473,28 @@ def build_parser() -> argparse.ArgumentParser:
                                         "PERFLAB_SYSROOT=tests/fixtures/machines/intel-2s-smt perflab system show"))
     p.add_argument("action", choices=["show", "tune", "reset"])
     p.set_defaults(func=cmd_system)
+
+    p = sub.add_parser("workshop", help="for instructors: JupyterHub for a class on this machine (root)",
+                       formatter_class=formatter,
+                       description="up: one system user per learner, JupyterHub with each learner's own JupyterLab "
+                                   "and workspace, and the class dashboard; prints every login's password once. "
+                                   "add-learners: more learners while it runs. status: the hub and each learner's "
+                                   "server. down: stop it all, remove the users, restore the machine. It listens on "
+                                   "127.0.0.1 unless --ip says otherwise; serve beyond this machine only with TLS.",
+                       epilog=_examples("sudo .venv/bin/perflab workshop up alice bob carol",
+                                        "sudo .venv/bin/perflab workshop add-learners dave",
+                                        "sudo .venv/bin/perflab workshop status",
+                                        "sudo .venv/bin/perflab workshop up alice bob --ip 0.0.0.0 --port 443 "
+                                        "--ssl-cert cert.pem --ssl-key key.pem",
+                                        "sudo .venv/bin/perflab workshop down"))
+    p.add_argument("action", choices=["up", "add-learners", "status", "down"])
+    p.add_argument("learners", nargs="*", metavar="LEARNER", help="for up and add-learners: learner names")
+    p.add_argument("--ip", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="the port learners open (default 8000)")
+    p.add_argument("--ssl-cert", help="a PEM certificate: serve HTTPS (with --ssl-key)")
+    p.add_argument("--ssl-key", help="the certificate's PEM key")
+    p.add_argument("--json", action="store_true", help="for status: JSON")
+    p.set_defaults(func=cmd_workshop)
 
     p = sub.add_parser("exercises", help="for authors: generate learner notebooks, run the author check",
                        formatter_class=formatter,

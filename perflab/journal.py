@@ -33,7 +33,7 @@ from .knobs import KNOBS, Knob
 from .sysfs import SysRoot, default_root
 
 JOURNAL = "/run/perflab/knobs.journal"
-RUN, TUNE = "run", "tune"
+RUN, TUNE, WORKSHOP = "run", "tune", "workshop"
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ class Entry:
     kind: str
     target: str
     old: str
-    owner: str  # RUN: restored when its process ends; TUNE: kept until `perflab system reset`
+    owner: str  # RUN: restored when its process ends; TUNE: kept until `perflab system reset`;
+    #             WORKSHOP: kept until `perflab workshop down`
     pid: int
     started: int  # the process's start time (clock ticks after boot): a reused pid is not the same process
 
@@ -62,9 +63,9 @@ def process_start(pid: int) -> int | None:
 
 
 class Journal:
-    def __init__(self, root: SysRoot | None = None):
+    def __init__(self, root: SysRoot | None = None, path: str = JOURNAL):
         self.root = root or default_root()
-        self.path = self.root.path(JOURNAL)
+        self.path = self.root.path(path)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -144,7 +145,7 @@ def recover(root: SysRoot | None = None) -> list[str]:
 def reset(root: SysRoot | None = None) -> list[str]:
     """Restore everything the journal holds: `perflab system tune`'s settings and any dead run's."""
     journal = Journal(root)
-    return journal.restore(lambda e: e.owner == TUNE or not e.alive())
+    return journal.restore(lambda e: e.owner == TUNE or (e.owner == RUN and not e.alive()))
 
 
 # ANCHOR: changes
@@ -156,9 +157,9 @@ class SystemChanges:
             ...measure...
     """
 
-    def __init__(self, owner: str = RUN, root: SysRoot | None = None):
+    def __init__(self, owner: str = RUN, root: SysRoot | None = None, journal: Journal | None = None):
         self.owner = owner
-        self.journal = Journal(root)
+        self.journal = journal or Journal(root)
         self.root = self.journal.root
         self._signals = signals_end_the_process() if owner == RUN else nullcontext()
 

@@ -13,7 +13,9 @@ and restores it however the run ends (see that module).
 
 from __future__ import annotations
 
+import pwd
 import re
+import subprocess
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
@@ -144,7 +146,54 @@ class IrqAffinity(Knob):
                                "driver spreads them over the CPUs itself)") from None
 
 
-KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalancing, RqAffinity, IrqAffinity)}
+class LearnerAccount(Knob):
+    """A workshop learner's system user with a private home: learners cannot read each other's work.
+
+    Journaled like a kernel setting, so `perflab workshop down` removes exactly the users it made.
+    """
+
+    kind = "learner_account"
+    TARGET = r"perflab-[a-z][a-z0-9-]{0,23}"
+    MEANINGS = {"absent": "no such user", "present": "a learner's user, home folder mode 0700"}
+
+    @property
+    def path(self) -> str:
+        return "/etc/passwd"
+
+    def read(self) -> str | None:
+        try:
+            pwd.getpwnam(self.target)
+            return "present"
+        except KeyError:
+            return "absent"
+
+    def write(self, value: str) -> None:
+        if not self.root.is_live:
+            raise PerflabError(f"{self.label}: system users exist only on the live machine, not in {self.root.root}")
+        if value == "present":
+            self._run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash",
+                       "--comment", "perflab workshop learner", self.target])
+            home = pwd.getpwnam(self.target).pw_dir
+            self._run(["chmod", "0700", home])
+        elif value == "absent":
+            subprocess.run(["pkill", "-KILL", "-u", self.target], capture_output=True)  # userdel refuses a user with processes
+            self._run(["userdel", "--remove", self.target])
+        else:
+            raise PerflabError(f"{self.label}: the value is present or absent, not {value!r}")
+
+    def _run(self, argv: list[str]) -> None:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise PerflabError(f"{argv[0]} is missing: install Debian's passwd package") from None
+        if done.returncode != 0:
+            message = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise PerflabError(f"{' '.join(argv[:1] + argv[-1:])} failed: {message}; creating and removing users "
+                               "needs root: run as root or with sudo")
+
+
+KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalancing, RqAffinity, IrqAffinity,
+                                                    LearnerAccount)}
 
 
 def governors(root: SysRoot) -> list[Governor]:

@@ -1,23 +1,35 @@
-"""One measurement at a time on this machine.
+"""One measurement at a time on this machine, in the order people asked.
 
 Two benchmarks running together spoil each other's numbers, so every
 measurement holds an exclusive flock(2) on one machine-wide file. The kernel
 drops the lock when the holder exits, even on a crash or kill -9, so a stale
 lock cannot outlive its process.
+
+On a shared machine (a workshop) waiters queue: each takes a ticket, a file
+named by the time it asked, in <lock>.queue/, and tries the lock only when no
+live ticket is older. While it waits it shows its place in line and an
+estimate from how long each waiting measurement took last time
+(<lock>.queue/durations.json). A ticket whose process is gone is skipped, so a
+killed waiter does not hold up the line.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
+import pwd
 import sys
 import threading
+import time
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .errors import PerflabError
 
+REPEAT_PLACE_S = 15  # a waiter's place is shown when it changes, and the estimate this often
 _held = threading.local()  # re-entrant within a process: a lab run calls measurements that also lock
 
 
@@ -86,9 +98,126 @@ def exclusive(path: Path, busy: str):
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class Ticket:
+    """One run that asked for the lock: who, for what, since when (time.time()), and the process behind it."""
+
+    pid: int
+    started: int  # the process's start time, so a reused pid is not taken for the waiter
+    user: str
+    what: str
+    since: float
+
+    @classmethod
+    def mine(cls, what: str) -> Ticket:
+        from .journal import process_start
+
+        return cls(os.getpid(), process_start(os.getpid()) or 0, who_am_i(), what, time.time())
+
+    def alive(self) -> bool:
+        from .journal import process_start
+
+        return process_start(self.pid) == self.started
+
+    def describe(self) -> str:
+        return f"{self.user}'s {self.what}"
+
+
+def who_am_i() -> str:
+    """The learner's name in a workshop, else the login name."""
+    return os.environ.get("PERFLAB_LEARNER") or pwd.getpwuid(os.getuid()).pw_name
+
+
+def queue_dir() -> Path:
+    return lock_path().with_name(lock_path().name + ".queue")
+
+
+def _shared_folder(folder: Path) -> Path:
+    """The queue folder, sticky and writable by every user as /tmp is, made on first use."""
+    try:
+        folder.mkdir(mode=0o1777, exist_ok=True)
+        if folder.stat().st_uid == os.geteuid():
+            os.chmod(folder, 0o1777)  # the umask trimmed mkdir's mode
+    except OSError as err:
+        raise PerflabError(f"cannot use the measurement queue {folder} ({err.strerror}): ask root to "
+                           f"`chmod 1777 {folder}`, or set PERFLAB_LOCK to a file in a folder every user can write") from None
+    return folder
+
+
+def _tickets() -> list[Ticket]:
+    """Every live ticket, oldest first; dead ones are skipped (only their owner or root can delete them)."""
+    found = []
+    for path in sorted(queue_dir().glob("*.ticket")):
+        try:
+            ticket = Ticket(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if ticket.alive():
+            found.append(ticket)
+    return found
+
+
+@contextmanager
+def _in_line(ticket: Ticket):
+    folder = _shared_folder(queue_dir())
+    path = folder / f"{time.time_ns():020d}-{ticket.pid}.ticket"
+    path.write_text(json.dumps(asdict(ticket)))
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def expected_seconds(what: str) -> float | None:
+    """How long the last run of `what` held the lock, if any run recorded it."""
+    try:
+        return json.loads((queue_dir() / "durations.json").read_text()).get(what)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _record_duration(what: str, seconds: float) -> None:
+    """Best effort: an estimate is a courtesy, never a reason for a measurement to fail."""
+    try:
+        fd = open_shared(_shared_folder(queue_dir()) / "durations.json", "the durations file")
+    except PerflabError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            known = json.loads(os.pread(fd, 1 << 20, 0) or b"{}")
+        except ValueError:
+            known = {}
+        known[what] = round(seconds, 1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(known).encode(), 0)
+    finally:
+        os.close(fd)
+
+
+def place_in_line(mine: Ticket, holder: Ticket | None, now: float) -> str:
+    """"2nd in line, about 40 s (now: alice's perflab run loop-alignment)": what a waiter is shown."""
+    ahead = [t for t in _tickets() if (t.since, t.pid) < (mine.since, mine.pid)]
+    place = len(ahead) + 1
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(place if place < 20 else place % 10, "th")
+    waits = [expected_seconds(t.what) for t in ahead]
+    running = expected_seconds(holder.what) if holder else None
+    if holder is not None and running is not None:
+        waits.append(max(running - (now - holder.since), 1.0))
+    estimate = f"about {sum(waits):.0f} s" if waits and None not in waits else "no estimate yet"
+    return f"{place}{suffix} in line, {estimate} (now: {holder.describe() if holder else 'a run finishing'})"
+
+
+def _holder(fd: int) -> Ticket | None:
+    try:
+        return Ticket(**json.loads(os.pread(fd, 1000, 0)))
+    except (ValueError, TypeError):
+        return None
+
+
 @contextmanager
 def measurement_lock(what: str, wait: bool = True):
-    """Hold the machine-wide measurement lock while the block runs.
+    """Hold the machine-wide measurement lock while the block runs; queue for it in order when it is busy.
 
     With wait=False a busy lock raises PerflabError at once instead of waiting.
     """
@@ -100,24 +229,49 @@ def measurement_lock(what: str, wait: bool = True):
             _held.depth -= 1
         return
     fd = open_shared(lock_path(), "the measurement lock", ", or set PERFLAB_LOCK to one file every user here can write")
+    mine = Ticket.mine(what)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown process"
+        if not _try_lock(fd):
+            holder = _holder(fd)
             if not wait:
-                raise PerflabError(
-                    f"another measurement is running ({holder}); wait for it to finish, or drop --no-wait to queue behind it"
-                ) from None
-            print(f"perflab: waiting for another measurement to finish ({holder})...", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+                raise PerflabError(f"another measurement is running ({holder.describe() + f', pid {holder.pid}' if holder else 'unknown'}); "
+                                   "wait for it to finish, or drop --no-wait to queue behind it")
+            _wait_in_line(fd, mine)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}: {what}\n".encode(), 0)
+        os.pwrite(fd, json.dumps(asdict(mine)).encode(), 0)
         _held.depth = 1
+        began = time.monotonic()
         try:
             yield
         finally:
             _held.depth = 0
             os.ftruncate(fd, 0)
+            _record_duration(what, time.monotonic() - began)
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+# ANCHOR: wait_in_line
+def _wait_in_line(fd: int, mine: Ticket) -> None:
+    """Wait with a ticket; try the lock only when first in line, so the lock goes in the order asked."""
+    shown, shown_at = "", 0.0
+    with _in_line(mine):
+        while True:
+            first = all((t.since, t.pid) >= (mine.since, mine.pid) for t in _tickets())
+            if first and _try_lock(fd):
+                return
+            line = place_in_line(mine, _holder(fd), time.time())
+            place = line.split(",")[0]
+            if place != shown.split(",")[0] or time.monotonic() - shown_at > REPEAT_PLACE_S:
+                print(f"perflab: waiting to measure: {line}", file=sys.stderr, flush=True)
+                shown, shown_at = line, time.monotonic()
+            time.sleep(0.5)
+# ANCHOR_END: wait_in_line

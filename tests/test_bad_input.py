@@ -364,7 +364,7 @@ def held_by_another_process():
 
 
 def test_wait_false_refuses_while_another_process_holds_the_lock(held_by_another_process):
-    with pytest.raises(PerflabError, match=f"another measurement is running \\(pid {held_by_another_process.pid}: the other run\\)"):
+    with pytest.raises(PerflabError, match=f"another measurement is running \\(\\w+'s the other run, pid {held_by_another_process.pid}\\)"):
         with measurement_lock("test", wait=False):
             pass
 

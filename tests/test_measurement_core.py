@@ -105,7 +105,7 @@ def test_lock_waits_for_the_holder(capsys):
         waited = time.monotonic() - start
     holder.wait()
     assert waited > 0.5
-    assert "waiting for another measurement" in capsys.readouterr().err
+    assert "waiting to measure: 1st in line" in capsys.readouterr().err
 
 
 def test_lock_is_reentrant_within_a_process():

@@ -31,10 +31,10 @@ def record(exercise: str, status: str) -> None:
                            "fix its permissions or set PERFLAB_PROGRESS to a file you own") from None
 
 
-def entries() -> list[tuple[str, str]]:
-    """(exercise, status) for every attempt, oldest first. Lines that are not "<name> <status> ..." are skipped:
-    the file is the learner's to edit, and a stray line must not cost them their progress."""
-    path = progress_path()
+def entries(path: Path | None = None) -> list[tuple[str, str]]:
+    """(exercise, status) for every attempt, oldest first, from this learner's file or `path`. Lines that are not
+    "<name> <status> ..." are skipped: the file is the learner's to edit, and a stray line must not cost them their progress."""
+    path = path or progress_path()
     try:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
@@ -46,9 +46,9 @@ def entries() -> list[tuple[str, str]]:
     return [(f[0], f[1]) for f in fields if len(f) >= 2 and f[1] in STATUSES]
 
 
-def current() -> dict[str, str]:
+def current(path: Path | None = None) -> dict[str, str]:
     """The latest status of each exercise attempted."""
-    return dict(entries())
+    return dict(entries(path))
 
 
 def failures(exercise: str) -> int:

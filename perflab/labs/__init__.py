@@ -123,7 +123,7 @@ class Lab(ABC):
 
         chosen_options = self._options(options)
         settings = self.settings_for(quick, runs)
-        with measurement_lock(f"perflab run {self.name}", wait=wait):  # one lock, probe to saved result
+        with measurement_lock(f"perflab run {self.name}{' --quick' if quick else ''}", wait=wait):  # one lock, probe to saved result
             machine = self.probe()
             try:
                 placement = self.choose_cpus(machine, cpus)
@@ -139,16 +139,21 @@ class Lab(ABC):
                 if cpus:
                     raise
                 return self.cannot_show(machine, reason)
-            verdict = self.judge(machine, result)
-            if self.IN_A_VM and machine.value("virtualization"):
-                verdict.notes.append(self.IN_A_VM)
-            if self.EMULATED:
-                verdict = unless_emulated(verdict, machine, self.EMULATED)
+            verdict = self.verdict_of(machine, result)
             result["verdict"] = verdict.to_json()
             verdict.results = str(results.save(result))
         verdict.result = result
         return verdict
     # ANCHOR_END: contract
+
+    def verdict_of(self, machine: Machine, result: dict[str, Any]) -> Verdict:
+        """The verdict on a result, with the notes this machine adds; the same from a saved result as in the run."""
+        verdict = self.judge(machine, result)
+        if self.IN_A_VM and machine.value("virtualization"):
+            verdict.notes.append(self.IN_A_VM)
+        if self.EMULATED:
+            verdict = unless_emulated(verdict, machine, self.EMULATED)
+        return verdict
 
     def figures(self, verdict: Verdict) -> list[tuple[str, Any]]:
         """The lab's pictures of a verdict, from figures.py (imported late: matplotlib is slow to load)."""

@@ -1,0 +1,215 @@
+"""The class dashboard: a JupyterHub service page for the instructor (/services/dashboard/).
+
+For every learner it reads their workspace as root: the newest saved result of each lab,
+whose verdict it recomputes from the raw samples with the lab's own judge (a result whose
+provenance fails is shown as refused, not believed), and the exercise statuses their
+progress file records. The class's effects are drawn together, one row per lab, and
+/services/dashboard/class.csv exports the same table.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import os
+import pwd
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import PerflabError
+from ..grading import progress
+from ..grading.manifest import load_manifest
+from ..labs import available, find
+from ..results import provenance_problems
+from ..verdict import COLOURS
+from . import roster
+
+
+@dataclass
+class LabState:
+    verdict: str         # recomputed here; "refused" when the file's provenance fails
+    effect: float | None  # the main effect, relative (0.42 is +42%) or in the effect's unit
+    created: str
+    note: str = ""
+
+
+@dataclass
+class LearnerState:
+    learner: str
+    labs: dict[str, LabState] = field(default_factory=dict)
+    exercises: dict[str, str] = field(default_factory=dict)  # name -> passed | failed | inconclusive
+
+
+def workspace_of(learner: str) -> Path | None:
+    try:
+        return Path(pwd.getpwnam(roster.system_user(learner)).pw_dir) / "work"
+    except KeyError:
+        return None
+
+
+def newest_result(folder: Path) -> dict | None:
+    """The newest result in a lab's folder that carries a verdict (a lab saves helper results too)."""
+    for path in sorted(folder.glob("*.json"), reverse=True):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(result, dict) and isinstance(result.get("verdict"), dict):
+            return result
+    return None
+
+
+def lab_state(lab_name: str, result: dict, machine) -> LabState:
+    """The verdict recomputed from the result's raw samples on this machine, unless its provenance fails."""
+    problems = provenance_problems(result)
+    if problems:
+        return LabState("refused", None, result.get("created", ""), problems[0])
+    try:
+        verdict = find(lab_name).load().verdict_of(machine, result)
+    except Exception as err:  # a result from an older version may lack a field: say so, keep the page up
+        return LabState("refused", None, result.get("created", ""), f"cannot be recomputed: {err}")
+    recorded = result["verdict"].get("verdict")
+    note = "" if recorded == verdict.verdict else f"the learner's run said {recorded}"
+    return LabState(verdict.verdict, verdict.effect.value if verdict.effect else None, result.get("created", ""), note)
+
+
+def learner_state(learner: str, workspace: Path, machine) -> LearnerState:
+    state = LearnerState(learner)
+    for lab in available():
+        result = newest_result(workspace / "results" / lab)
+        if result is not None:
+            state.labs[lab] = lab_state(lab, result, machine)
+    try:
+        state.exercises = progress.current(workspace / "progress.txt")
+    except PerflabError:  # unreadable: shown as no exercise attempted
+        pass
+    return state
+
+
+def class_state(learners: list[str], machine) -> list[LearnerState]:
+    states = []
+    for learner in learners:
+        workspace = workspace_of(learner)
+        states.append(learner_state(learner, workspace, machine) if workspace else LearnerState(learner))
+    return states
+
+
+def class_csv(states: list[LearnerState]) -> str:
+    """One row per learner and lab or exercise: learner, kind, name, status, effect, created, note."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["learner", "kind", "name", "status", "effect", "created", "note"])
+    for state in states:
+        for lab, found in state.labs.items():
+            writer.writerow([state.learner, "lab", lab, found.verdict,
+                             "" if found.effect is None else f"{found.effect:.4g}", found.created, found.note])
+        for exercise, status in state.exercises.items():
+            writer.writerow([state.learner, "exercise", exercise, status, "", "", ""])
+    return out.getvalue()
+
+
+def class_figure(states: list[LearnerState]):
+    """Each lab's effects across the class, one dot per learner in its verdict's colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labs = available()
+    figure, axes = plt.subplots(figsize=(8, 0.5 + 0.45 * len(labs)))
+    for row, lab in enumerate(labs):
+        for state in states:
+            found = state.labs.get(lab)
+            if found is not None and found.effect is not None:
+                axes.scatter(found.effect, row, color=COLOURS.get(found.verdict, "#000"), s=50, zorder=3)
+        done = [s.labs[lab] for s in states if lab in s.labs]
+        reproduced = sum(1 for found in done if found.verdict == "reproduced")
+        axes.annotate(f"{reproduced}/{len(done)} reproduced", (1.01, row), xycoords=("axes fraction", "data"),
+                      va="center", fontsize=8)
+    axes.set_yticks(range(len(labs)), labs)
+    axes.invert_yaxis()
+    axes.axvline(0, color="#999", lw=0.8)
+    axes.set_xlabel("main effect of each learner's newest run (relative effects: 0.5 = +50%)")
+    axes.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    return figure
+
+
+def render_html(states: list[LearnerState], prefix: str = "") -> str:
+    exercises = [e.name for e in load_manifest().exercises]
+    labs = available()
+    head = "".join(f"<th>{html.escape(lab)}</th>" for lab in labs)
+    rows = []
+    for state in states:
+        cells = []
+        for lab in labs:
+            found = state.labs.get(lab)
+            if found is None:
+                cells.append("<td class=none>not run</td>")
+                continue
+            colour = COLOURS.get(found.verdict, "#b00")
+            title = html.escape(f"{found.created} {found.note}".strip())
+            cells.append(f'<td title="{title}"><span class=badge style="background:{colour}">{found.verdict}</span></td>')
+        passed = sum(1 for status in state.exercises.values() if status == "passed")
+        rows.append(f"<tr><th>{html.escape(state.learner)}</th>{''.join(cells)}"
+                    f"<td>{passed} of {len(exercises)} passed</td></tr>")
+    picture = io.BytesIO()
+    class_figure(states).savefig(picture, format="png", dpi=90)
+    image = base64.b64encode(picture.getvalue()).decode()
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>perflab class dashboard</title>
+<style>body{{font-family:sans-serif;margin:2rem;line-height:1.4}} td,th{{padding:.25rem .5rem;text-align:left}}
+.badge{{color:white;padding:.1rem .4rem;border-radius:.3rem;font-size:.85rem}} .none{{color:#888}}
+table{{border-collapse:collapse}} tr{{border-bottom:1px solid #ddd}}</style></head><body>
+<h1>perflab class dashboard</h1>
+<p>{len(states)} learners. Verdicts are recomputed here from each learner's newest saved result (its raw samples);
+a result whose provenance fails is shown as refused. <a href="{prefix}class.csv">Download as CSV</a>.</p>
+<table><tr><th>learner</th>{head}<th>exercises</th></tr>
+{''.join(rows)}
+</table>
+<h2>The class's measurements</h2>
+<img alt="each lab's effects across the class" src="data:image/png;base64,{image}">
+</body></html>"""
+
+
+def main() -> None:
+    """Run as a JupyterHub-managed service: only users the hub grants access to the service get in."""
+    from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+    from jupyterhub.utils import url_path_join
+    from tornado import ioloop, web
+
+    from ..probe import probe
+
+    machine = probe()
+    prefix = os.environ["JUPYTERHUB_SERVICE_PREFIX"]
+
+    def states() -> list[LearnerState]:
+        workshop = roster.load()
+        return class_state(list(workshop.learners) if workshop else [], machine)
+
+    class Page(HubOAuthenticated, web.RequestHandler):
+        @web.authenticated
+        def get(self) -> None:
+            self.set_header("Cache-Control", "no-cache")
+            self.finish(render_html(states(), prefix))
+
+    class Export(HubOAuthenticated, web.RequestHandler):
+        @web.authenticated
+        def get(self) -> None:
+            self.set_header("Content-Type", "text/csv; charset=utf-8")
+            self.set_header("Content-Disposition", 'attachment; filename="perflab-class.csv"')
+            self.finish(class_csv(states()))
+
+    app = web.Application([
+        (prefix, Page), (url_path_join(prefix, "class.csv"), Export),
+        (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+    ], cookie_secret=os.urandom(32))
+    url = os.environ["JUPYTERHUB_SERVICE_URL"].rsplit(":", 1)
+    app.listen(int(url[1].strip("/")), "127.0.0.1")
+    ioloop.IOLoop.current().start()
+
+
+if __name__ == "__main__":
+    main()

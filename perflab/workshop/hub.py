@@ -1,0 +1,310 @@
+"""`perflab workshop up | add-learners | status | down`: JupyterHub for a class, on this machine.
+
+`up` checks everything it can before it changes anything (root, names, the port, the
+certificate, that learners can run the course's environment), then creates one system user per
+learner through a journal kept in the state folder, then starts JupyterHub, which starts its
+configurable-http-proxy and the dashboard service. A failure part-way undoes what was done.
+`down` stops the hub (which stops the learners' servers and the proxy), removes exactly the
+users the journal recorded, deletes the state folder, and checks that no port is left open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ..errors import PerflabError
+from ..journal import WORKSHOP, Journal, SystemChanges
+from ..knobs import LearnerAccount
+from ..paths import REPO_ROOT
+from . import roster
+
+CONFIG = Path(__file__).with_name("jupyterhub_config.py")
+VENV_BIN = REPO_ROOT / ".venv" / "bin"
+PROXY = REPO_ROOT / ".tools" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+START_TIMEOUT_S = 90
+
+
+def accounts_journal() -> Journal:
+    """Users outlive a reboot, so their journal lives in the state folder, not in /run."""
+    return Journal(path=str(roster.state_dir() / "accounts.journal"))
+
+
+def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: str | None = None,
+       ssl_key: str | None = None) -> list[str]:
+    """Start the workshop; return the lines to print (the URL, every login and password)."""
+    _require_root("starting a workshop")
+    existing = roster.load()
+    if existing is not None:
+        state = "running" if _alive(existing.hub_pid) else "left behind by a hub that is gone"
+        raise PerflabError(f"a workshop is already set up here ({state}, {existing.url}): "
+                           "`perflab workshop status` shows it, `perflab workshop down` ends it")
+    roster.check_new_names(learners, None)
+    if bool(ssl_cert) != bool(ssl_key):
+        raise PerflabError("give both --ssl-cert and --ssl-key, or neither (then it serves plain HTTP)")
+    for name, given in (("certificate", ssl_cert), ("key", ssl_key)):
+        if given and not os.access(given, os.R_OK):
+            raise PerflabError(f"cannot read the TLS {name} {given}: give a readable PEM file")
+    _require_free(ip, port)
+    _require_tools()
+    _require_learners_can_run_the_course()
+
+    workshop = roster.Workshop(
+        ip=ip, port=port, hub_port=_free_port(), proxy_api_port=_free_port(), dashboard_port=_free_port(),
+        proxy_token=secrets.token_hex(32), cli_token=secrets.token_hex(32), instructor_hash="",
+        ssl_cert=os.path.abspath(ssl_cert) if ssl_cert else None,
+        ssl_key=os.path.abspath(ssl_key) if ssl_key else None, lock=os.environ.get("PERFLAB_LOCK"))
+    instructor_password = roster.new_password()
+    workshop.instructor_hash = roster.hash_password(instructor_password)
+    try:
+        passwords = _add(workshop, learners)
+        workshop.hub_pid = _start_hub()
+        roster.save(workshop)
+        _wait_until_serving(workshop)
+    except BaseException:
+        _undo()
+        raise
+    return [f"perflab workshop: up at {workshop.url}/ (hub log: {roster.state_dir() / 'hub.log'})",
+            f"  instructor  {instructor_password}   (lands on the class dashboard, {workshop.url}/services/dashboard/)",
+            *_credential_lines(passwords),
+            "Each password is shown only now; `perflab workshop down` ends the workshop and removes the learners' users."]
+
+
+def add_learners(learners: list[str]) -> list[str]:
+    _require_root("adding learners")
+    workshop = roster.require()
+    roster.check_new_names(learners, workshop)
+    passwords = _add(workshop, learners)
+    return [f"perflab workshop: {len(learners)} added; they log in at {workshop.url}/", *_credential_lines(passwords)]
+
+
+def _add(workshop: roster.Workshop, learners: list[str]) -> dict[str, str]:
+    """Make each learner's system user (journaled), then put them in the roster; all or nothing."""
+    passwords = {name: roster.new_password() for name in learners}
+    made = []
+    try:
+        with SystemChanges(WORKSHOP, journal=accounts_journal()) as changes:
+            for name in learners:
+                changes.set(LearnerAccount(roster.system_user(name)), "present")
+                made.append(name)
+    except BaseException:
+        users = {roster.system_user(name) for name in made}
+        accounts_journal().restore(lambda entry: entry.target in users)
+        raise
+    workshop.learners.update({name: roster.hash_password(password) for name, password in passwords.items()})
+    roster.save(workshop)
+    return passwords
+
+
+def _credential_lines(passwords: dict[str, str]) -> list[str]:
+    width = max(map(len, passwords), default=0)
+    return [f"  {name:<{width}}  {password}" for name, password in passwords.items()]
+
+
+def status() -> dict:
+    """The hub, and every learner's server as the hub's REST API reports it."""
+    workshop = roster.require()
+    running = _alive(workshop.hub_pid)
+    users = {}
+    if running:
+        try:
+            users = {u["name"]: u for u in _api(workshop, "/hub/api/users")}
+        except PerflabError as err:
+            print(f"perflab: {err}", file=sys.stderr)
+    learners = []
+    for name in workshop.learners:
+        user = users.get(roster.system_user(name), {})
+        server = (user.get("servers") or {}).get("", {})
+        learners.append({"learner": name, "system_user": roster.system_user(name),
+                         "server": "running" if server.get("ready") else ("starting" if server else "stopped"),
+                         "last_activity": user.get("last_activity")})
+    return {"url": workshop.url, "hub": "running" if running else "not running (run `perflab workshop down`, then up)",
+            "hub_pid": workshop.hub_pid, "dashboard": f"{workshop.url}/services/dashboard/", "learners": learners}
+
+
+def render_status(found: dict) -> str:
+    lines = [f"workshop {found['url']}/  hub: {found['hub']}", f"dashboard: {found['dashboard']}", ""]
+    lines += [f"  {row['learner']:<16} {row['server']:<9} last active {row['last_activity'] or 'never'}"
+              for row in found["learners"]]
+    return "\n".join(lines)
+
+
+def down() -> list[str]:
+    """Stop everything `up` started and remove everything it made; safe to run again after a failure."""
+    _require_root("ending a workshop")
+    workshop = roster.load()
+    if workshop is None and not roster.state_dir().exists():
+        raise PerflabError("no workshop is up here: nothing to take down")
+    done = _undo()
+    if workshop is not None:
+        still = [port for port in (workshop.port, workshop.hub_port, workshop.proxy_api_port, workshop.dashboard_port)
+                 if _listening(workshop.ip if port == workshop.port else "127.0.0.1", port)]
+        if still:
+            done.append(f"warning: ports {still} still listen: another program holds them (`ss -ltnp` names it)")
+    return done
+
+
+def _undo() -> list[str]:
+    """Stop the hub and its children, remove the users the journal recorded, delete the state folder."""
+    done = []
+    workshop = roster.load()
+    if workshop is not None and _alive(workshop.hub_pid):
+        _stop(workshop.hub_pid)
+        done.append(f"stopped JupyterHub (pid {workshop.hub_pid}), its proxy and the learners' servers")
+    proxy_pid = _read_pid(roster.state_dir() / "proxy.pid")
+    if proxy_pid and _alive(proxy_pid):
+        _stop(proxy_pid)
+        done.append(f"stopped the proxy (pid {proxy_pid}) that the hub had left")
+    journal = accounts_journal()
+    if journal.path.exists():
+        removed = journal.restore(lambda entry: entry.owner == WORKSHOP)
+        done += [f"removed the user {line.split()[1]}" for line in removed]
+    if roster.state_dir().exists():
+        subprocess.run(["rm", "-rf", "--one-file-system", str(roster.state_dir())], check=False)
+        done.append(f"deleted {roster.state_dir()}")
+    return done
+
+
+def _start_hub() -> int:
+    folder = roster.state_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log = open(folder / "hub.log", "ab")
+    env = {**os.environ, "PERFLAB_WORKSHOP_DIR": str(folder), "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
+    process = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(CONFIG)], cwd=folder, env=env,
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)  # Ctrl-C in the instructor's terminal must not stop the class
+    log.close()
+    return process.pid
+
+
+def _wait_until_serving(workshop: roster.Workshop) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not _alive(workshop.hub_pid):
+            raise PerflabError(f"JupyterHub exited while starting: {_log_tail()}")
+        try:
+            _api(workshop, "/hub/api/")
+            return
+        except PerflabError:
+            time.sleep(0.5)
+    raise PerflabError(f"JupyterHub did not answer within {START_TIMEOUT_S} s: {_log_tail()}")
+
+
+def _api(workshop: roster.Workshop, path: str):
+    """GET the hub's REST API through the proxy with the CLI service's token."""
+    host = "127.0.0.1" if workshop.ip in ("0.0.0.0", "::", "") else workshop.ip
+    url = f"{workshop.url.split('://')[0]}://{host}:{workshop.port}{path}"
+    request = urllib.request.Request(url, headers={"Authorization": f"token {workshop.cli_token}"})
+    context = None
+    if workshop.ssl_cert:
+        import ssl
+
+        context = ssl._create_unverified_context()  # our own hub, by its own address: the name check is moot
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as reply:
+            return json.load(reply)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise PerflabError(f"the hub at {url} does not answer ({err})") from None
+
+
+def _log_tail() -> str:
+    try:
+        lines = (roster.state_dir() / "hub.log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if "ERROR" in line or "Error" in line]
+    return (errors or lines or ["an empty log"])[-1][-300:]
+
+
+def _stop(pid: int, grace_s: float = 30) -> None:
+    """SIGTERM (JupyterHub then stops the servers and the proxy it started), SIGKILL the group if it lingers."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    if _alive(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reap it if it was our child (in the same process as `up`)
+    except ChildProcessError:
+        pass
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise PerflabError(f"{what} creates or removes system users: run it as root (sudo .venv/bin/perflab workshop ...)")
+
+
+def _require_free(ip: str, port: int) -> None:
+    if not 0 < port < 65536:
+        raise PerflabError(f"--port {port}: give a TCP port between 1 and 65535")
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the proxy binds: TIME_WAIT is no obstacle
+        try:
+            probe.bind((ip, port))
+        except OSError as err:
+            raise PerflabError(f"cannot listen on {ip}:{port} ({err.strerror}): choose another --port, or stop what "
+                               "uses it (`ss -ltnp` names it)") from None
+
+
+def _listening(ip: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1" if ip in ("0.0.0.0", "") else ip, port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _require_tools() -> None:
+    for tool, fix in ((VENV_BIN / "jupyterhub", "make python"), (PROXY, "make proxy")):
+        if not tool.exists():
+            raise PerflabError(f"{tool.name} is missing: run `{fix}` (or `make lab`, which does all set-up)")
+
+
+def _require_learners_can_run_the_course() -> None:
+    """Learners run the course as their own users: every folder above the checkout must let them in."""
+    done = subprocess.run(["runuser", "-u", "nobody", "--", str(VENV_BIN / "python"), "-c", "import perflab"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        blocked = next((str(p) for p in [REPO_ROOT, *REPO_ROOT.parents] if not os.stat(p).st_mode & 0o001), None)
+        where = f"{blocked} is closed to other users" if blocked else (done.stderr.strip().splitlines() or ["?"])[-1]
+        raise PerflabError(f"learners could not run the course from {REPO_ROOT} ({where}): put the checkout "
+                           "where every user can read it (e.g. /opt/perflab) and run `make lab` there")

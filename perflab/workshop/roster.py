@@ -1,0 +1,130 @@
+"""Who is in the workshop and where it runs: one JSON file in the workshop's state folder, readable by root only.
+
+Passwords are printed once, when a learner is added, and kept only as scrypt hashes. A learner
+"alice" logs in as alice; her hub user and her system user are both perflab-alice, so a
+workshop never touches an existing account.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import PerflabError
+from ..results import write_atomic
+
+INSTRUCTOR = "instructor"
+PREFIX = "perflab-"
+NAME = re.compile(r"[a-z][a-z0-9-]{0,23}")
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("PERFLAB_WORKSHOP_DIR", "/var/lib/perflab-workshop"))
+
+
+def system_user(learner: str) -> str:
+    return PREFIX + learner
+
+
+def learner_of(user: str) -> str:
+    return user.removeprefix(PREFIX)
+
+
+@dataclass
+class Workshop:
+    ip: str
+    port: int
+    hub_port: int
+    proxy_api_port: int
+    dashboard_port: int
+    proxy_token: str
+    cli_token: str
+    instructor_hash: str
+    learners: dict[str, str] = field(default_factory=dict)  # name -> password hash
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    lock: str | None = None  # PERFLAB_LOCK for every learner, when the instructor set one
+    hub_pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.ssl_cert else "http"
+        host = f"[{self.ip}]" if ":" in self.ip else self.ip
+        return f"{scheme}://{host}:{self.port}"
+
+
+def path() -> Path:
+    return state_dir() / "workshop.json"
+
+
+def load() -> Workshop | None:
+    try:
+        return Workshop(**json.loads(path().read_text()))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError) as err:
+        raise PerflabError(f"cannot read {path()} ({err}): run `perflab workshop down` to clean up, then `up` again") from None
+
+
+def require() -> Workshop:
+    workshop = load()
+    if workshop is None:
+        raise PerflabError("no workshop is up here: start one with `perflab workshop up LEARNER...`")
+    return workshop
+
+
+def save(workshop: Workshop) -> None:
+    folder = state_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(path(), json.dumps(asdict(workshop), indent=2))  # mkstemp makes it 0600
+
+
+def new_password() -> str:
+    return secrets.token_urlsafe(9)  # 12 characters, 72 bits
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    return f"scrypt${salt.hex()}${_scrypt(password, salt).hex()}"
+
+
+def password_matches(password: str, stored: str) -> bool:
+    try:
+        kind, salt, digest = stored.split("$")
+        return kind == "scrypt" and hmac.compare_digest(_scrypt(password, bytes.fromhex(salt)).hex(), digest)
+    except ValueError:
+        return False
+
+
+def _scrypt(password: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(password.encode(), salt=salt, n=2**14, r=8, p=1)
+
+
+def check_new_names(names: list[str], workshop: Workshop | None) -> None:
+    """Refuse, before anything is created, a name that is malformed, repeated, taken in the workshop or on the machine."""
+    import pwd
+
+    if not names:
+        raise PerflabError("name at least one learner, e.g. `perflab workshop up alice bob carol`")
+    for name in names:
+        if not NAME.fullmatch(name):
+            raise PerflabError(f"learner name {name!r}: use lower-case letters, digits and '-', starting with a "
+                               "letter, at most 24 characters")
+        if name == INSTRUCTOR:
+            raise PerflabError(f"{INSTRUCTOR!r} is the instructor's login: choose another learner name")
+        if names.count(name) > 1:
+            raise PerflabError(f"learner {name!r} is named twice: give each learner once")
+        if workshop is not None and name in workshop.learners:
+            raise PerflabError(f"learner {name!r} is already in this workshop: `perflab workshop status` lists them")
+        try:
+            pwd.getpwnam(system_user(name))
+        except KeyError:
+            continue
+        raise PerflabError(f"a system user {system_user(name)} already exists and this workshop did not make it: "
+                           "choose another name, or remove that user (`userdel --remove`)")

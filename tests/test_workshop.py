@@ -1,0 +1,259 @@
+"""Workshop mode: JupyterHub for a class, the measurement queue, the class dashboard, and bad input.
+
+The end-to-end test starts a real hub (root, as an instructor would) with three learners, logs each
+in with Chromium, runs a quick lab as two learners at once, grades an exercise, reads the
+dashboard as the instructor, and checks that `down` leaves no user, process or socket behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from perflab import lock
+from perflab.workshop import dashboard, roster
+
+CHROMIUM = shutil.which("chromium")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a workshop creates system users: run the tests as root")
+
+
+def test_passwords_are_kept_only_as_hashes_that_match():
+    password = roster.new_password()
+    stored = roster.hash_password(password)
+    assert password not in stored and stored.startswith("scrypt$")
+    assert roster.password_matches(password, stored)
+    assert not roster.password_matches(password + "x", stored)
+    assert not roster.password_matches(password, "not a hash")
+
+
+@pytest.mark.parametrize("names, message", [
+    (["Alice"], "lower-case letters"), (["bob", "bob"], "named twice"), (["instructor"], "instructor's login"),
+    ([], "at least one learner"), (["a" * 25], "at most 24"),
+])
+def test_bad_learner_names_are_refused_before_anything_is_made(names, message):
+    with pytest.raises(Exception, match=message):
+        roster.check_new_names(names, None)
+
+
+def test_a_name_already_in_the_workshop_is_refused():
+    workshop = roster.Workshop("127.0.0.1", 8000, 1, 2, 3, "t", "t", "h", {"alice": "h"})
+    with pytest.raises(Exception, match="already in this workshop"):
+        roster.check_new_names(["alice"], workshop)
+
+
+@pytest.fixture
+def shared_lock(monkeypatch):
+    """A lock in a folder every user can write, as /run/lock is."""
+    folder = Path(tempfile.mkdtemp(prefix="perflab-lock-"))
+    folder.chmod(0o1777)
+    monkeypatch.setenv("PERFLAB_LOCK", str(folder / "measure.lock"))
+    yield folder / "measure.lock"
+    shutil.rmtree(folder)
+
+
+WAITER = """
+import sys, time
+from perflab.lock import measurement_lock
+with measurement_lock(sys.argv[1]):
+    print(sys.argv[1], 'got the lock', time.time(), flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_waiters_get_the_lock_in_the_order_they_asked_and_see_their_place(shared_lock):
+    def start(what, hold, env=None):
+        return subprocess.Popen([sys.executable, "-c", WAITER, what, str(hold)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, **(env or {})})
+
+    holder = start("first", 2.0, {"PERFLAB_LEARNER": "alice"})
+    time.sleep(0.8)
+    second = start("second", 0.2)
+    time.sleep(0.8)
+    third = start("third", 0.2)
+    outputs = {}
+    for name, process in (("holder", holder), ("second", second), ("third", third)):
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+        outputs[name] = (float(out.split()[-1]), err)
+    assert outputs["holder"][0] < outputs["second"][0] < outputs["third"][0], "the lock went out of order"
+    assert "waiting to measure: 1st in line" in outputs["second"][1] and "alice's first" in outputs["second"][1]
+    assert "waiting to measure: 2nd in line" in outputs["third"][1]
+    assert not list(lock.queue_dir().glob("*.ticket")), "a ticket outlived its run"
+
+
+def test_the_estimate_adds_what_each_run_ahead_took_last_time(shared_lock):
+    with lock.measurement_lock("perflab run demo --quick"):
+        time.sleep(0.3)
+    assert 0.2 < lock.expected_seconds("perflab run demo --quick") < 5
+    holder = lock.Ticket(1, 0, "alice", "perflab run demo --quick", time.time())
+    mine = lock.Ticket.mine("perflab run demo --quick")
+    assert lock.place_in_line(mine, holder, holder.since).startswith("1st in line, about ")
+    assert "no estimate yet" in lock.place_in_line(mine, lock.Ticket(1, 0, "bob", "never ran", time.time()), time.time())
+
+
+def test_the_dashboard_recomputes_verdicts_and_refuses_an_edited_result(tmp_path):
+    from perflab.probe import probe
+
+    done = run_cli("run", "numa-static-data", "--quick", "--json",
+                   env={"PERFLAB_RESULTS": str(tmp_path / "work" / "results")})
+    assert done.returncode == 0, done.stderr
+    ran = json.loads(done.stdout)
+    (tmp_path / "work" / "progress.txt").write_text("c2c-harmonic-mean failed 2026-01-01T00:00:00Z\n"
+                                                    "c2c-harmonic-mean passed 2026-01-01T00:01:00Z\n")
+    machine = probe()
+    state = dashboard.learner_state("alice", tmp_path / "work", machine)
+    assert state.labs["numa-static-data"].verdict == ran["verdict"]
+    assert state.exercises == {"c2c-harmonic-mean": "passed"}
+    table = dashboard.class_csv([state, dashboard.LearnerState("bob")])
+    assert table.splitlines()[0] == "learner,kind,name,status,effect,created,note"
+    assert f"alice,lab,numa-static-data,{ran['verdict']}" in table and "alice,exercise,c2c-harmonic-mean,passed" in table
+
+    result_path = Path(ran["results"])
+    edited = json.loads(result_path.read_text())
+    edited["verdict"]["verdict"] = "reproduced"
+    edited["params"]["edited"] = True
+    result_path.write_text(json.dumps(edited))
+    refused = dashboard.learner_state("alice", tmp_path / "work", machine).labs["numa-static-data"]
+    assert refused.verdict == "refused" and "changed after perflab wrote it" in refused.note
+    page = dashboard.render_html([state, dashboard.LearnerState("bob")])
+    assert "alice" in page and "bob" in page and "data:image/png;base64," in page
+
+
+def test_workshop_commands_without_root_say_so_in_one_line(tmp_path):
+    done = subprocess.run(["runuser", "-u", "nobody", "--", str(REPO / ".venv/bin/perflab"), "workshop", "up", "alice"],
+                          capture_output=True, text=True, env={**os.environ, "PERFLAB_WORKSHOP_DIR": str(tmp_path / "s")})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "run it as root" in done.stderr and not (tmp_path / "s").exists()
+
+
+@as_root
+def test_a_port_in_use_is_refused_and_nothing_is_created(tmp_path):
+    name = f"learner{secrets.token_hex(3)}"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = run_cli("workshop", "up", name, "--port", str(port), env={"PERFLAB_WORKSHOP_DIR": str(tmp_path / "s")})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert not (tmp_path / "s").exists()
+    with pytest.raises(KeyError):
+        pwd.getpwnam(roster.system_user(name))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _log_in(browser, url: str, login: str, password: str, lands_on: str):
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    page.goto(f"{url}/hub/login")
+    page.fill("#username_input", login)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_url(lands_on)
+    return page
+
+
+def _as_learner(name: str, *args: str, lock_file: Path) -> subprocess.Popen:
+    """A perflab command as the learner's own user, with the environment their JupyterLab gives its terminals."""
+    home = pwd.getpwnam(roster.system_user(name)).pw_dir
+    env = {"HOME": home, "PATH": f"{REPO / '.venv/bin'}:/usr/bin:/bin", "PERFLAB_WORKSPACE": f"{home}/work",
+           "PERFLAB_RESULTS": f"{home}/work/results", "PERFLAB_LEARNER": name, "PERFLAB_LOCK": str(lock_file),
+           "MPLBACKEND": "Agg"}
+    return subprocess.Popen(["runuser", "-u", roster.system_user(name), "--", "env", "-i",
+                             *(f"{k}={v}" for k, v in env.items()), str(REPO / ".venv/bin/perflab"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+@as_root
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: `make test` installs it")
+def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_nothing(tmp_path, shared_lock):
+    from playwright.sync_api import sync_playwright
+
+    suffix = secrets.token_hex(2)
+    learners = [f"alice{suffix}", f"bob{suffix}", f"carol{suffix}"]
+    users = [roster.system_user(name) for name in learners]
+    state = tmp_path / "state"
+    env = {"PERFLAB_WORKSHOP_DIR": str(state)}
+    port = _free_port()
+    up = run_cli("workshop", "up", *learners, "--port", str(port), env=env, timeout=180)
+    try:
+        assert up.returncode == 0, up.stderr
+        passwords = {line.split()[0]: line.split()[1] for line in up.stdout.splitlines() if line.startswith("  ")}
+        assert set(passwords) == {"instructor", *learners}
+        url = f"http://127.0.0.1:{port}"
+        for user in users:
+            assert oct(Path(pwd.getpwnam(user).pw_dir).stat().st_mode & 0o777) == "0o700", "a home others can read"
+
+        again = run_cli("workshop", "add-learners", learners[0], env=env)
+        assert again.returncode == 2 and "already in this workshop" in again.stderr and again.stderr.count("\n") == 1
+
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            for name in learners:
+                page = _log_in(browser, url, name, passwords[name], f"**/user/{roster.system_user(name)}/perflab/**")
+                assert "perflab" in page.content()
+            landed = Path(pwd.getpwnam(users[0]).pw_dir) / "work" / "labs"
+            assert landed.is_dir() and landed.stat().st_uid == pwd.getpwnam(users[0]).pw_uid
+
+            first = _as_learner(learners[0], "run", "numa-static-data", "--quick", lock_file=shared_lock)
+            time.sleep(1.0)
+            second = _as_learner(learners[1], "run", "numa-static-data", "--quick", lock_file=shared_lock)
+            outputs = [process.communicate(timeout=300) for process in (first, second)]
+            assert first.returncode == 0 and second.returncode == 0, outputs
+            assert "waiting to measure: 1st in line" in outputs[1][1], "the second learner did not see their place"
+            assert f"{learners[0]}'s perflab run numa-static-data --quick" in outputs[1][1]
+
+            workspace = Path(pwd.getpwnam(users[0]).pw_dir) / "work"
+            notebook = workspace / "exercises" / "01-core-to-core" / "harmonic-mean.ipynb"
+            shutil.copyfile(REPO / "solutions" / "01-core-to-core" / "harmonic-mean.ipynb", notebook)
+            shutil.chown(notebook, users[0], users[0])
+            grade = _as_learner(learners[0], "grade", "c2c-harmonic-mean", lock_file=shared_lock)
+            graded = grade.communicate(timeout=300)
+            assert grade.returncode == 0, graded
+
+            denied = _log_in(browser, url, learners[2], passwords[learners[2]], "**/perflab/**")
+            reply = denied.goto(f"{url}/services/dashboard/")
+            assert reply.status == 403, "a learner opened the instructor's dashboard"
+
+            page = _log_in(browser, url, "instructor", passwords["instructor"], "**/services/dashboard/**")
+            rows = page.locator("tr").all_inner_texts()
+            assert all(any(name in row for row in rows) for name in learners), rows
+            assert any(learners[0] in row and "1 of" in row for row in rows), "alice's graded exercise is not shown"
+            table = page.request.get(f"{url}/services/dashboard/class.csv").text()
+            assert f"{learners[0]},exercise,c2c-harmonic-mean,passed" in table
+            assert f"{learners[1]},lab,numa-static-data," in table
+            browser.close()
+
+        status = json.loads(run_cli("workshop", "status", "--json", env=env).stdout)
+        assert {row["learner"]: row["server"] for row in status["learners"]} == dict.fromkeys(learners, "running")
+    finally:
+        down = run_cli("workshop", "down", env=env, timeout=180)
+    assert down.returncode == 0, down.stderr
+    for user in users:
+        with pytest.raises(KeyError):
+            pwd.getpwnam(user)
+    left = subprocess.run(["ps", "-eo", "user:32,args"], capture_output=True, text=True).stdout
+    assert not [line for line in left.splitlines() if "jupyterhub" in line and str(state) in line or
+                any(line.startswith(user) for user in users)], left
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "the hub's port still answers"
+    assert not state.exists()
