@@ -312,7 +312,7 @@ def cmd_workshop(args: argparse.Namespace) -> int:
         found = hub.status()
         _print_json(found) if args.json else print(hub.render_status(found))
         return 0
-    lines = {"up": lambda: hub.up(args.learners, args.ip, args.port, args.ssl_cert, args.ssl_key),
+    lines = {"up": lambda: hub.up(args.learners, args.ip, args.port, args.ssl_cert, args.ssl_key, args.reserve_cpus),
              "add-learners": lambda: hub.add_learners(args.learners), "down": hub.down}[args.action]()
     print("\n".join(lines) if lines else "perflab workshop: nothing was left to remove")
     return 0
@@ -484,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=_examples("sudo .venv/bin/perflab workshop up alice bob carol",
                                         "sudo .venv/bin/perflab workshop add-learners dave",
                                         "sudo .venv/bin/perflab workshop status",
+                                        "sudo .venv/bin/perflab workshop up alice bob carol --reserve-cpus 4",
                                         "sudo .venv/bin/perflab workshop up alice bob --ip 0.0.0.0 --port 443 "
                                         "--ssl-cert cert.pem --ssl-key key.pem",
                                         "sudo .venv/bin/perflab workshop down"))
@@ -493,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="the port learners open (default 8000)")
     p.add_argument("--ssl-cert", help="a PEM certificate: serve HTTPS (with --ssl-key)")
     p.add_argument("--ssl-key", help="the certificate's PEM key")
+    p.add_argument("--reserve-cpus", type=int, default=0, metavar="N",
+                   help="for up: N CPUs of their own for each learner (not the first CPU), where the machine has "
+                        "enough; each then measures without queueing behind the others")
     p.add_argument("--json", action="store_true", help="for status: JSON")
     p.set_defaults(func=cmd_workshop)
 

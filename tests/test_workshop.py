@@ -53,6 +53,28 @@ def test_a_name_already_in_the_workshop_is_refused():
         roster.check_new_names(["alice"], workshop)
 
 
+def test_reserved_cpus_are_disjoint_and_leave_the_first_cpu_to_the_hub():
+    given = roster.reserve_cpus(["alice", "bob"], 2, list(range(8)), {})
+    assert given == {"alice": "1-2", "bob": "3-4"}
+    assert roster.reserve_cpus(["carol"], 3, list(range(8)), given) == {"carol": "5-7"}
+    with pytest.raises(Exception, match="needs 4 free CPUs besides CPU 0 .* has 3"):
+        roster.reserve_cpus(["dave", "erin"], 2, list(range(8)), {"alice": "1-4"})
+
+
+@as_root
+def test_too_many_reserved_cpus_are_refused_in_one_line_and_nothing_is_made(tmp_path):
+    done = run_cli("workshop", "up", "alice", "bob", "--reserve-cpus", "4096",
+                   env={"PERFLAB_WORKSHOP_DIR": str(tmp_path / "s")})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "reserving 4096 CPUs for each of 2" in done.stderr and not (tmp_path / "s").exists()
+
+
+def test_a_lab_uses_the_cpus_reserved_for_the_learner_and_says_so():
+    done = run_cli("run", "core-to-core", "--quick", env={"PERFLAB_CPUS": "0"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "at least two CPUs" in done.stderr and "reserved for you" in done.stderr
+
+
 @pytest.fixture
 def shared_lock(monkeypatch):
     """A lock in a folder every user can write, as /run/lock is."""

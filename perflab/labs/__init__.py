@@ -50,6 +50,7 @@ from disk. tests/test_lab_contract.py checks every lab against this contract.
 from __future__ import annotations
 
 import importlib
+import os
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -62,6 +63,14 @@ from ..verdict import Verdict, unless_emulated
 from .manifest import LabInfo, available, find, labs
 
 __all__ = ["CannotShow", "Lab", "LabInfo", "available", "find", "labs"]
+
+
+def reserved_cpus() -> list[int] | None:
+    """The CPUs a workshop reserved for this learner (PERFLAB_CPUS), which every lab then uses unless told others."""
+    from ..cpulist import parse_cpulist
+
+    given = os.environ.get("PERFLAB_CPUS")
+    return parse_cpulist(given) if given else None
 
 
 class CannotShow(PerflabError):
@@ -121,6 +130,8 @@ class Lab(ABC):
         """The whole lab, start to verdict; the result file it saves is in verdict.results."""
         from .. import journal, results
 
+        reserved = None if cpus else reserved_cpus()
+        cpus = cpus or reserved
         chosen_options = self._options(options)
         settings = self.settings_for(quick, runs)
         with measurement_lock(f"perflab run {self.name}{' --quick' if quick else ''}", wait=wait):  # one lock, probe to saved result
@@ -128,6 +139,9 @@ class Lab(ABC):
             try:
                 placement = self.choose_cpus(machine, cpus)
             except CannotShow as reason:
+                if reserved:
+                    raise CannotShow(f"{reason} (PERFLAB_CPUS: the CPUs this workshop reserved for you; ask the "
+                                     "instructor for more)") from None
                 if cpus:
                     raise  # the CPUs the learner chose do not qualify: say so, do not judge the machine
                 return self.cannot_show(machine, reason)

@@ -170,6 +170,15 @@ def qemu_missing() -> str | None:
     return None
 
 
+def cannot_boot() -> str | None:
+    """Why no guest can boot here (no QEMU, no guest image), with how to fix it; None when one can."""
+    if qemu_missing():
+        return qemu_missing()
+    if not guest_image.current().exists():
+        return "the guest image is not built: run `.venv/bin/perflab vm build` (about 4 minutes, once, as root)"
+    return None
+
+
 @functools.cache
 def qemu_version() -> str:
     """One `qemu --version` per process: the trial key and vm.json both need it."""

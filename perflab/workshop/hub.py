@@ -40,7 +40,7 @@ def accounts_journal() -> Journal:
 
 
 def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: str | None = None,
-       ssl_key: str | None = None) -> list[str]:
+       ssl_key: str | None = None, reserve: int = 0) -> list[str]:
     """Start the workshop; return the lines to print (the URL, every login and password)."""
     _require_root("starting a workshop")
     existing = roster.load()
@@ -49,6 +49,9 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
         raise PerflabError(f"a workshop is already set up here ({state}, {existing.url}): "
                            "`perflab workshop status` shows it, `perflab workshop down` ends it")
     roster.check_new_names(learners, None)
+    if reserve < 0:
+        raise PerflabError(f"--reserve-cpus {reserve}: give a number of CPUs per learner, or 0 to share them all")
+    reserved = roster.reserve_cpus(learners, reserve, _online(), {}) if reserve else {}
     if bool(ssl_cert) != bool(ssl_key):
         raise PerflabError("give both --ssl-cert and --ssl-key, or neither (then it serves plain HTTP)")
     for name, given in (("certificate", ssl_cert), ("key", ssl_key)):
@@ -62,7 +65,8 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
         ip=ip, port=port, hub_port=_free_port(), proxy_api_port=_free_port(), dashboard_port=_free_port(),
         proxy_token=secrets.token_hex(32), cli_token=secrets.token_hex(32), instructor_hash="",
         ssl_cert=os.path.abspath(ssl_cert) if ssl_cert else None,
-        ssl_key=os.path.abspath(ssl_key) if ssl_key else None, lock=os.environ.get("PERFLAB_LOCK"))
+        ssl_key=os.path.abspath(ssl_key) if ssl_key else None, lock=os.environ.get("PERFLAB_LOCK"),
+        reserve=reserve, cpus=reserved)
     instructor_password = roster.new_password()
     workshop.instructor_hash = roster.hash_password(instructor_password)
     try:
@@ -75,7 +79,7 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
         raise
     return [f"perflab workshop: up at {workshop.url}/ (hub log: {roster.state_dir() / 'hub.log'})",
             f"  instructor  {instructor_password}   (lands on the class dashboard, {workshop.url}/services/dashboard/)",
-            *_credential_lines(passwords),
+            *_credential_lines(passwords, workshop.cpus),
             "Each password is shown only now; `perflab workshop down` ends the workshop and removes the learners' users."]
 
 
@@ -83,8 +87,11 @@ def add_learners(learners: list[str]) -> list[str]:
     _require_root("adding learners")
     workshop = roster.require()
     roster.check_new_names(learners, workshop)
+    if workshop.reserve:
+        workshop.cpus.update(roster.reserve_cpus(learners, workshop.reserve, _online(), workshop.cpus))
     passwords = _add(workshop, learners)
-    return [f"perflab workshop: {len(learners)} added; they log in at {workshop.url}/", *_credential_lines(passwords)]
+    return [f"perflab workshop: {len(learners)} added; they log in at {workshop.url}/",
+            *_credential_lines(passwords, workshop.cpus)]
 
 
 def _add(workshop: roster.Workshop, learners: list[str]) -> dict[str, str]:
@@ -105,9 +112,16 @@ def _add(workshop: roster.Workshop, learners: list[str]) -> dict[str, str]:
     return passwords
 
 
-def _credential_lines(passwords: dict[str, str]) -> list[str]:
+def _credential_lines(passwords: dict[str, str], cpus: dict[str, str]) -> list[str]:
     width = max(map(len, passwords), default=0)
-    return [f"  {name:<{width}}  {password}" for name, password in passwords.items()]
+    return [f"  {name:<{width}}  {password}" + (f"   (CPUs {cpus[name]})" if name in cpus else "")
+            for name, password in passwords.items()]
+
+
+def _online() -> list[int]:
+    from ..cpulist import parse_cpulist
+
+    return parse_cpulist(Path("/sys/devices/system/cpu/online").read_text())
 
 
 def status() -> dict:
@@ -124,7 +138,7 @@ def status() -> dict:
     for name in workshop.learners:
         user = users.get(roster.system_user(name), {})
         server = (user.get("servers") or {}).get("", {})
-        learners.append({"learner": name, "system_user": roster.system_user(name),
+        learners.append({"learner": name, "system_user": roster.system_user(name), "cpus": workshop.cpus.get(name),
                          "server": "running" if server.get("ready") else ("starting" if server else "stopped"),
                          "last_activity": user.get("last_activity")})
     return {"url": workshop.url, "hub": "running" if running else "not running (run `perflab workshop down`, then up)",
@@ -134,7 +148,7 @@ def status() -> dict:
 def render_status(found: dict) -> str:
     lines = [f"workshop {found['url']}/  hub: {found['hub']}", f"dashboard: {found['dashboard']}", ""]
     lines += [f"  {row['learner']:<16} {row['server']:<9} last active {row['last_activity'] or 'never'}"
-              for row in found["learners"]]
+              + (f"  CPUs {row['cpus']}" if row["cpus"] else "") for row in found["learners"]]
     return "\n".join(lines)
 
 

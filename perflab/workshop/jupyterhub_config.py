@@ -9,6 +9,7 @@ dashboard, a hub service. Everything listens on 127.0.0.1 unless `up --ip` says 
 import os
 import pwd
 
+from perflab.lock import lock_path
 from perflab.paths import REPO_ROOT
 from perflab.workshop import roster
 
@@ -62,6 +63,11 @@ def learner_environment(spawner):
         "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
         **({"PERFLAB_LOCK": workshop.lock} if workshop.lock else {}),
     })
+    reserved = workshop.cpus.get(roster.learner_of(spawner.user.name))
+    if reserved:  # their server, kernels and labs on their own CPUs, with a lock of their own
+        spawner.cmd = ["taskset", "--cpu-list", reserved, *c.Spawner.cmd]
+        spawner.environment["PERFLAB_CPUS"] = reserved
+        spawner.environment["PERFLAB_LOCK"] = str(lock_path().with_name(f"perflab-measure-{spawner.user.name}.lock"))
 
 
 c.Spawner.pre_spawn_hook = learner_environment

@@ -51,6 +51,8 @@ class Workshop:
     ssl_key: str | None = None
     lock: str | None = None  # PERFLAB_LOCK for every learner, when the instructor set one
     hub_pid: int | None = None
+    reserve: int = 0  # CPUs reserved for each learner; 0: every learner measures on all CPUs, in one queue
+    cpus: dict[str, str] = field(default_factory=dict)  # learner -> their reserved CPUs, as a cpulist
 
     @property
     def url(self) -> str:
@@ -104,6 +106,21 @@ def password_matches(password: str, stored: str) -> bool:
 
 def _scrypt(password: str, salt: bytes) -> bytes:
     return hashlib.scrypt(password.encode(), salt=salt, n=2**14, r=8, p=1)
+
+
+def reserve_cpus(learners: list[str], per_learner: int, online: list[int], taken: dict[str, str]) -> dict[str, str]:
+    """Give each learner `per_learner` CPUs of their own, none of them the first CPU (the hub's, the proxy's and
+    the system's) or one already given; PerflabError when the machine has too few."""
+    from ..cpulist import format_cpulist, parse_cpulist
+
+    used = {cpu for cpus in taken.values() for cpu in parse_cpulist(cpus)}
+    free = [cpu for cpu in online[1:] if cpu not in used]
+    needed = per_learner * len(learners)
+    if needed > len(free):
+        raise PerflabError(f"reserving {per_learner} CPUs for each of {len(learners)} more learners needs {needed} "
+                           f"free CPUs besides CPU {online[0]} (the hub's); this machine has {len(free)}: reserve fewer, "
+                           "or start without --reserve-cpus, and every learner measures in one queue")
+    return {name: format_cpulist(free[i * per_learner:(i + 1) * per_learner]) for i, name in enumerate(learners)}
 
 
 def check_new_names(names: list[str], workshop: Workshop | None) -> None:

@@ -215,10 +215,10 @@ def placement_now() -> tuple[list[dict], str]:
             return measure_placement(binary(), nodes), "this machine"
     import io
 
-    from ...vm.machine import execute, session
-    from ..page_table_levels.run import check_vm_ready
+    from ...vm.machine import cannot_boot, execute, session
 
-    check_vm_ready()
+    if cannot_boot():
+        raise PerflabError(cannot_boot())
     out, err = io.BytesIO(), io.BytesIO()
     with session("numa2", progress=False) as machine:
         code = execute(machine, ["python3", "-c", GUEST_PLACEMENT], stdout=out, stderr=err)

@@ -38,12 +38,10 @@ ARMS = ("5-level", "4-level")
 
 def check_vm_ready() -> None:
     """QEMU and the guest image are there: otherwise CannotShow, with one line that says how to get them."""
-    from ...vm import image, machine
+    from ...vm.machine import cannot_boot
 
-    if machine.qemu_missing():
-        raise CannotShow(machine.qemu_missing())
-    if not image.current().exists():
-        raise CannotShow("the guest image is not built: run `.venv/bin/perflab vm build` (about 4 minutes, once, as root)")
+    if cannot_boot():
+        raise CannotShow(cannot_boot())
 
 
 def guest_script(settings: Settings) -> str:
