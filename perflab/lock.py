@@ -9,7 +9,7 @@ On a shared machine (a workshop) waiters queue: each takes a ticket, a file
 named by the time it asked, in <lock>.queue/, and tries the lock only when no
 live ticket is older. While it waits it shows its place in line and an
 estimate from how long each waiting measurement took last time
-(<lock>.queue/durations.json). A ticket whose process is gone is skipped, so a
+(<lock>.queue/durations, a JSON object). A ticket whose process is gone is skipped, so a
 killed waiter does not hold up the line.
 """
 
@@ -171,7 +171,7 @@ def _in_line(ticket: Ticket):
 def expected_seconds(what: str) -> float | None:
     """How long the last run of `what` held the lock, if any run recorded it."""
     try:
-        return json.loads((queue_dir() / "durations.json").read_text()).get(what)
+        return json.loads((queue_dir() / "durations").read_text()).get(what)
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -179,7 +179,7 @@ def expected_seconds(what: str) -> float | None:
 def _record_duration(what: str, seconds: float) -> None:
     """Best effort: an estimate is a courtesy, never a reason for a measurement to fail."""
     try:
-        fd = open_shared(_shared_folder(queue_dir()) / "durations.json", "the durations file")
+        fd = open_shared(_shared_folder(queue_dir()) / "durations", "the durations file")
     except PerflabError:
         return
     try:
@@ -243,10 +243,13 @@ def measurement_lock(what: str, wait: bool = True):
         began = time.monotonic()
         try:
             yield
+        except BaseException:
+            raise
+        else:  # a run that failed part-way would shorten the next estimate
+            _record_duration(what, time.monotonic() - began)
         finally:
             _held.depth = 0
             os.ftruncate(fd, 0)
-            _record_duration(what, time.monotonic() - began)
     finally:
         os.close(fd)  # closing the descriptor releases the flock
 

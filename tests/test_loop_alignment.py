@@ -144,17 +144,17 @@ def test_every_copy_is_the_same_bytes_at_its_own_offset():
     assert len({tuple(i.raw for i in loop.instructions[:-1]) for loop in layouts.values()}) == 1
 
 
-def test_short_real_sweep_finds_slow_and_fast_offsets():
-    """Statistical, not timed: a slow offset must differ significantly from the fastest; three tries."""
+def test_a_short_real_sweep_measures_every_offset_and_what_it_calls_slow_is_slow():
+    """On real samples, without asserting that this host shows the effect (an AMD host may not): every offset is
+    timed, and every offset called slow has its median at least MIN_EFFECT above the reference's."""
     settings = lab.Settings(iterations=200_000, rounds=12, confirm_rounds=12, confirm_budget_s=10, seed_iterations=1, seed_runs=1)
-    for _ in range(3):
-        found = lab.sweep("alu", LAB.choose_cpus(LAB.probe(), None), settings, progress=False)
-        if found["classification"]["slow"]:
-            break
+    found = lab.sweep("alu", LAB.choose_cpus(LAB.probe(), None), settings, progress=False)
     classification = found["classification"]
-    assert classification["slow"], "no offset was consistently slower in three sweeps"
-    assert classification["fastest"] not in classification["slow"]
-    assert set(found["layouts"]) == {str(o) for o in lab.OFFSETS}
+    medians = {int(offset): median for offset, median in classification["medians"].items()}  # JSON-ready keys
+    assert set(medians) == set(lab.OFFSETS) and set(found["layouts"]) == {str(o) for o in lab.OFFSETS}
+    assert int(classification["fastest"]) not in map(int, classification["slow"])
+    limit = medians[int(classification["fastest"])] * (1 + lab.MIN_EFFECT)
+    assert all(medians[int(offset)] >= limit for offset in classification["slow"]), classification
 
 
 def test_seed_builds_skip_a_missing_compiler_with_a_reason():

@@ -204,6 +204,13 @@ def _as_learner(name: str, *args: str, lock_file: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _wait_for_tickets(count: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(list(lock.queue_dir().glob("*.ticket"))) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} runs queued within {timeout_s} s"
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 @as_root
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: `make test` installs it")
@@ -236,13 +243,22 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             landed = Path(pwd.getpwnam(users[0]).pw_dir) / "work" / "labs"
             assert landed.is_dir() and landed.stat().st_uid == pwd.getpwnam(users[0]).pw_uid
 
-            first = _as_learner(learners[0], "run", "numa-static-data", "--quick", lock_file=shared_lock)
-            time.sleep(1.0)
-            second = _as_learner(learners[1], "run", "numa-static-data", "--quick", lock_file=shared_lock)
+            # The test holds the lock first, so both learners queue whatever the machine's speed: the first
+            # learner's run is then 1st in line and the second's 2nd, and 1st once the first measures.
+            with lock.measurement_lock("the test's hold"):
+                first = _as_learner(learners[0], "run", "numa-static-data", "--quick", lock_file=shared_lock)
+                _wait_for_tickets(1)
+                second = _as_learner(learners[1], "run", "numa-static-data", "--quick", lock_file=shared_lock)
+                _wait_for_tickets(2)
             outputs = [process.communicate(timeout=300) for process in (first, second)]
             assert first.returncode == 0 and second.returncode == 0, outputs
-            assert "waiting to measure: 1st in line" in outputs[1][1], "the second learner did not see their place"
-            assert f"{learners[0]}'s perflab run numa-static-data --quick" in outputs[1][1]
+            assert "waiting to measure: 1st in line" in outputs[0][1]
+            waited = outputs[1][1]
+            assert "waiting to measure: 2nd in line" in waited, "the second learner did not see their place"
+            assert waited.index("2nd in line") < waited.index("1st in line"), waited
+            assert f"(now: {learners[0]}'s perflab run numa-static-data --quick)" in waited
+            saved = [Path(out.split("results: ")[-1].strip()) for out, _ in outputs]
+            assert saved[0].stat().st_mtime_ns < saved[1].stat().st_mtime_ns, "the second learner measured first"
 
             workspace = Path(pwd.getpwnam(users[0]).pw_dir) / "work"
             notebook = workspace / "exercises" / "01-core-to-core" / "harmonic-mean.ipynb"
