@@ -29,7 +29,9 @@ class LandingHandler(JupyterHandler):
         from .landing import render_html
 
         self.set_header("Cache-Control", "no-cache")  # progress changes between visits
-        self.finish(render_html(Path(self.settings["server_root_dir"])))
+        # Jupyter shortens a root under $HOME to "~/...", as it is under a workshop's hub; base_url is "/user/NAME/" there
+        root = Path(self.settings["server_root_dir"]).expanduser()
+        self.finish(render_html(root, self.base_url))
 
 
 class BookHandler(AuthenticatedFileHandler):

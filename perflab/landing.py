@@ -1,8 +1,9 @@
 """The landing page JupyterLab opens on: the book, each lab's notebook, each exercise and where the learner stands.
 
 Made on every request from perflab.overview, so a grade shows up on reload.
-Links are site-absolute: JupyterLab serves the book at /perflab/book/ and the
-learner's notebooks at /lab/tree/<path below the server's root>.
+Links start at the server's base URL ("/" for `make lab`, "/user/NAME/" under a
+workshop's JupyterHub): the book is at <base>perflab/book/, the learner's
+notebooks at <base>lab/tree/<path below the server's root>.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from .overview import exercise_rows, lab_rows
 
-BOOK_URL = "/perflab/book/"
+BOOK_PATH = "perflab/book/"  # below the server's base URL: "/" for `make lab`, "/user/NAME/" under JupyterHub
 
 STYLE = """
 body { font-family: sans-serif; max-width: 50rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5; }
@@ -26,18 +27,19 @@ code { background: #f3f3f3; padding: 0 0.2rem; }
 """
 
 
-def notebook_url(notebook: Path, root: Path) -> str:
+def notebook_url(notebook: Path, root: Path, base_url: str = "/") -> str:
     try:
-        return "/lab/tree/" + notebook.resolve().relative_to(root.resolve()).as_posix()
+        return f"{base_url}lab/tree/" + notebook.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:  # a workspace outside the server's root cannot be opened from here
-        return "/lab"
+        return f"{base_url}lab"
 
 
 def _badge(status: str) -> str:
     return f'<span class="status {escape(status.replace(" ", "-"))}">{escape(status)}</span>'
 
 
-def render_html(root: Path) -> str:
+def render_html(root: Path, base_url: str = "/") -> str:
+    book = base_url + BOOK_PATH
     labs = lab_rows()
     exercises = exercise_rows()
     passed = sum(e.status == "passed" for e in exercises)
@@ -45,13 +47,13 @@ def render_html(root: Path) -> str:
     for lab in labs:
         if lab.ready:
             lab_lines.append(
-                f'<tr><td>{lab.number}</td><td><a href="{notebook_url(lab.notebook, root)}">{escape(lab.title)}</a></td>'
-                f'<td><a href="{BOOK_URL}{lab.chapter}">chapter</a></td><td>{_badge(lab.last_verdict or "not run")}</td></tr>')
+                f'<tr><td>{lab.number}</td><td><a href="{notebook_url(lab.notebook, root, base_url)}">{escape(lab.title)}</a></td>'
+                f'<td><a href="{book}{lab.chapter}">chapter</a></td><td>{_badge(lab.last_verdict or "not run")}</td></tr>')
         else:
             lab_lines.append(f'<tr class="soon"><td>{lab.number}</td><td>{escape(lab.title)}</td><td></td>'
                              '<td><span class="status">coming</span></td></tr>')
     exercise_lines = [
-        f'<tr><td><a href="{notebook_url(e.notebook, root)}">{escape(e.title)}</a></td><td><code>{escape(e.name)}</code></td>'
+        f'<tr><td><a href="{notebook_url(e.notebook, root, base_url)}">{escape(e.title)}</a></td><td><code>{escape(e.name)}</code></td>'
         f'<td>{_badge(e.status)}</td></tr>' for e in exercises]
     return f"""<!doctype html>
 <html lang="en">
@@ -60,7 +62,7 @@ def render_html(root: Path) -> str:
 <h1>perflab</h1>
 <p class="lead">CPU and OS performance phenomena, made to happen on this machine, measured, and judged.</p>
 <h2>Start here</h2>
-<p><a href="{BOOK_URL}index.html">Read the book</a>: how the course works, then one chapter per lab.
+<p><a href="{book}index.html">Read the book</a>: how the course works, then one chapter per lab.
 The notebooks below are your own copies (in <code>work/</code>, which git ignores): edit them freely,
 <code>git pull</code> brings course updates without touching them.</p>
 <h2>Labs</h2>
@@ -71,11 +73,11 @@ The notebooks below are your own copies (in <code>work/</code>, which git ignore
 <table><tr><th>notebook</th><th>name</th><th>status</th></tr>
 {chr(10).join(exercise_lines)}
 </table>
-<p>Grade with the notebook's <b>Check</b> button, or in a <a href="/lab">JupyterLab terminal</a>:
+<p>Grade with the notebook's <b>Check</b> button, or in a <a href="{base_url}lab">JupyterLab terminal</a>:
 <code>.venv/bin/perflab grade NAME</code>. <code>.venv/bin/perflab list</code> shows this page as text,
 <code>perflab hint NAME</code> gives a hint, <code>perflab reset NAME</code> a fresh copy (yours is kept in
 <code>work/.backup/</code>). Reload this page to see a new grade.</p>
-<p><a href="/lab">Open JupyterLab</a> to browse every file.</p>
+<p><a href="{base_url}lab">Open JupyterLab</a> to browse every file.</p>
 </body>
 </html>
 """

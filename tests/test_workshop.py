@@ -75,6 +75,18 @@ def test_a_lab_uses_the_cpus_reserved_for_the_learner_and_says_so():
     assert "at least two CPUs" in done.stderr and "reserved for you" in done.stderr
 
 
+def test_the_landing_page_links_below_the_learners_server_under_a_hub(tmp_path, monkeypatch):
+    from perflab.landing import render_html
+    from perflab.workspace import prepare
+
+    monkeypatch.setenv("PERFLAB_WORKSPACE", str(tmp_path / "work"))
+    prepare()
+    page = render_html(tmp_path / "work", "/user/perflab-alice/")
+    assert 'href="/user/perflab-alice/lab/tree/labs/01-core-to-core/lab.ipynb"' in page
+    assert 'href="/user/perflab-alice/perflab/book/index.html"' in page
+    assert 'href="/lab' not in page and 'href="/perflab' not in page, "a link that leaves the learner's server"
+
+
 @pytest.fixture
 def shared_lock(monkeypatch):
     """A lock in a folder every user can write, as /run/lock is."""
@@ -240,6 +252,8 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             for name in learners:
                 page = _log_in(browser, url, name, passwords[name], f"**/user/{roster.system_user(name)}/perflab/**")
                 assert "perflab" in page.content()
+            page.click("text=One written global caps a NUMA machine's throughput")  # as the last learner would
+            page.wait_for_url(f"**/user/{users[-1]}/lab/tree/labs/05-numa-static-data/lab.ipynb")
             landed = Path(pwd.getpwnam(users[0]).pw_dir) / "work" / "labs"
             assert landed.is_dir() and landed.stat().st_uid == pwd.getpwnam(users[0]).pw_uid
 
