@@ -281,3 +281,22 @@ def test_exclusive_lock_is_held_inside_the_block_only(tmp_path):
     other = os.open(path, os.O_RDWR)
     fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.close(other)
+
+
+def test_a_connection_qemu_resets_is_a_guest_gone_error_not_a_traceback(tmp_path):
+    """QEMU can drop the agent socket with a ping unread while the guest boots: the boot loop must see a
+    PerflabError (and connect again), never a ConnectionResetError."""
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    connection = machine.Agent(path)
+    accepted, _ = server.accept()
+    connection.send({"id": "1", "op": "ping"})
+    accepted.close()  # closed with the ping unread: the kernel resets the connection
+    server.close()
+    with pytest.raises(PerflabError, match="the guest went away"):
+        connection.receive(1.0)
+    with pytest.raises(PerflabError, match="the guest went away"):
+        connection.send({"id": "2", "op": "ping"})
+    connection.close()

@@ -210,6 +210,9 @@ def qemu_argv(machine: VM, disk: Path, kernel: Path, initrd: Path, accel: str) -
 
 # --- the agent -------------------------------------------------------------------------------
 
+GONE = "the guest went away (QEMU stopped, or the guest crashed)"
+
+
 class Agent:
     """One connection to a running guest's agent."""
 
@@ -233,6 +236,8 @@ class Agent:
             self.sock.sendall(encode(message))
         except TimeoutError:
             raise PerflabError("the guest stopped taking input (QEMU hangs, or the guest is frozen)") from None
+        except (ConnectionResetError, BrokenPipeError):
+            raise PerflabError(GONE) from None
 
     def receive(self, timeout: float | None) -> dict | None:
         """The next message, or None when `timeout` passes first. Raises PerflabError if the guest hangs up."""
@@ -243,8 +248,10 @@ class Agent:
             chunk = self.sock.recv(65536)
         except TimeoutError:
             return None
+        except ConnectionResetError:  # QEMU dropped the connection with our ping unread, as it can while booting
+            raise PerflabError(GONE) from None
         if not chunk:
-            raise PerflabError("the guest went away (QEMU stopped, or the guest crashed)")
+            raise PerflabError(GONE)
         self.pending.extend(self.reader.feed(chunk))
         return self.pending.popleft() if self.pending else None
 
