@@ -2,6 +2,8 @@
 
 /perflab/        the landing page (perflab.landing), made anew on each request
 /perflab/book/   the built book (book/build), under the session's login
+/hub/user-redirect/...   what JupyterHub answers under a workshop's hub: "the same path in my own server";
+                 the course's links between notebooks and book use it, so one link works in both
 
 Jupyter's own /files/ handler serves HTML in a sandbox (its scripts get a
 unique origin) and the book's CSS, JavaScript and search index then fail;
@@ -56,4 +58,6 @@ def _load_jupyter_server_extension(serverapp) -> None:
         (url_path_join(base, "perflab/?"), LandingHandler),
         (url_path_join(base, "perflab/book/(.*)"), BookHandler,
          {"path": str(BOOK_BUILD), "default_filename": "index.html"}),
+        # at the site's root, not below base: under a hub this path is the hub's, and never reaches us
+        (r"/hub/user-redirect/(.*)", web.RedirectHandler, {"url": url_path_join(base, "{0}")}),
     ])

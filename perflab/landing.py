@@ -8,6 +8,7 @@ notebooks at <base>lab/tree/<path below the server's root>.
 
 from __future__ import annotations
 
+import os
 from html import escape
 from pathlib import Path
 
@@ -38,6 +39,16 @@ def _badge(status: str) -> str:
     return f'<span class="status {escape(status.replace(" ", "-"))}">{escape(status)}</span>'
 
 
+def where_your_copies_are() -> str:
+    learner = os.environ.get("PERFLAB_LEARNER")  # set for each learner's server by a workshop's hub
+    if learner:
+        return (f"You are signed in as <b>{escape(learner)}</b>. The notebooks below are your own copies, in "
+                "<code>work/</code> in your home, which only you can read: edit them freely; the instructor's "
+                "course updates do not touch them.")
+    return ("The notebooks below are your own copies (in <code>work/</code>, which git ignores): edit them freely, "
+            "<code>git pull</code> brings course updates without touching them.")
+
+
 def render_html(root: Path, base_url: str = "/") -> str:
     book = base_url + BOOK_PATH
     labs = lab_rows()
@@ -52,6 +63,7 @@ def render_html(root: Path, base_url: str = "/") -> str:
         else:
             lab_lines.append(f'<tr class="soon"><td>{lab.number}</td><td>{escape(lab.title)}</td><td></td>'
                              '<td><span class="status">coming</span></td></tr>')
+    cli = "perflab" if os.environ.get("PERFLAB_LEARNER") else ".venv/bin/perflab"  # on a workshop learner's PATH
     exercise_lines = [
         f'<tr><td><a href="{notebook_url(e.notebook, root, base_url)}">{escape(e.title)}</a></td><td><code>{escape(e.name)}</code></td>'
         f'<td>{_badge(e.status)}</td></tr>' for e in exercises]
@@ -63,8 +75,7 @@ def render_html(root: Path, base_url: str = "/") -> str:
 <p class="lead">CPU and OS performance phenomena, made to happen on this machine, measured, and judged.</p>
 <h2>Start here</h2>
 <p><a href="{book}index.html">Read the book</a>: how the course works, then one chapter per lab.
-The notebooks below are your own copies (in <code>work/</code>, which git ignores): edit them freely,
-<code>git pull</code> brings course updates without touching them.</p>
+{where_your_copies_are()}</p>
 <h2>Labs</h2>
 <table><tr><th>#</th><th>notebook</th><th>book</th><th>last verdict here</th></tr>
 {chr(10).join(lab_lines)}
@@ -74,7 +85,7 @@ The notebooks below are your own copies (in <code>work/</code>, which git ignore
 {chr(10).join(exercise_lines)}
 </table>
 <p>Grade with the notebook's <b>Check</b> button, or in a <a href="{base_url}lab">JupyterLab terminal</a>:
-<code>.venv/bin/perflab grade NAME</code>. <code>.venv/bin/perflab list</code> shows this page as text,
+<code>{cli} grade NAME</code>. <code>{cli} list</code> shows this page as text,
 <code>perflab hint NAME</code> gives a hint, <code>perflab reset NAME</code> a fresh copy (yours is kept in
 <code>work/.backup/</code>). Reload this page to see a new grade.</p>
 <p><a href="{base_url}lab">Open JupyterLab</a> to browse every file.</p>

@@ -117,6 +117,10 @@ def test_the_book_opens_from_the_landing_page_styled_with_sidebar_and_search(jup
     page.wait_for_url(re.compile(r".*/lab/tree/work/labs/01-core-to-core/lab\.ipynb"))
     page.locator(".jp-Notebook").wait_for()
     expect(page.locator(".jp-Notebook")).to_contain_text("Read the chapter first")
+    with page.context.expect_page() as opened:  # and the notebook links its chapter, in a new tab
+        page.locator(".jp-Notebook").get_by_role("link", name="book, lab 1").click()
+    opened.value.wait_for_url(re.compile(r".*/perflab/book/labs/01-core-to-core\.html"))
+    expect(opened.value.locator("#sidebar")).to_be_visible()
 
 
 def test_lab_one_runs_all_and_shows_its_run_widget(jupyter, page):

@@ -14,6 +14,9 @@ import pytest
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
 from perflab.labs.page_table_levels import LAB, recorded
+from perflab.grading import FAILED, PASSED, Answers
+from perflab.grading.kernel import FunctionAnswer
+from perflab.labs.page_table_levels import exercises
 from perflab.labs.page_table_levels.exercises import extra_per_fault, power, synthetic_boots
 from perflab.labs.page_table_levels.faults import (SOURCE_DIR, Settings, boot_cost, decide, fault_around, per_fault,
                                                     per_page)
@@ -140,6 +143,24 @@ def test_extra_per_fault_recovers_what_synthetic_boots_were_made_with():
     five = statistics.mean(boot_cost(b) for b in boots if b["paging_levels"] == 5)
     four = statistics.mean(boot_cost(b) for b in boots if b["paging_levels"] == 4)
     assert extra_per_fault(boots) == pytest.approx(five - four)
+
+
+def _answers(sign, correct: bool) -> Answers:
+    inputs = exercises.fresh_boot_lists()
+    results = [extra_per_fault(*args) + (0 if correct else 1) for args in inputs]
+    return Answers({"DEARER_WITH": sign, "my_extra_per_fault": FunctionAnswer("__main__", results)},
+                   {"my_extra_per_fault": inputs})
+
+
+def test_cost_per_fault_boots_a_pair_only_when_the_answers_pass(monkeypatch):
+    booted = []
+    monkeypatch.setattr(exercises, "pair_booted_now", lambda: booted.append(1) or synthetic_boots(random.Random(3)))
+    for sign, correct in ((4, True), (5, False), (None, False)):
+        assert FAILED in {c.status for c in exercises.cost_per_fault(_answers(sign, correct))}
+    assert booted == [], "a failed answer is failed without two boots"
+    checks = exercises.cost_per_fault(_answers(5, True))
+    assert booted == [1] and checks[-1].name.endswith("(a pair booted just now)")
+    assert {c.status for c in checks[:2]} == {PASSED}
 
 
 def test_power_is_alpha_without_an_effect_and_one_with_a_huge_one():

@@ -6,10 +6,13 @@ again afterwards; the box, its libvirt volume and the domain are removed, pass o
 
 from __future__ import annotations
 
+import grp
 import os
 import shutil
+import stat
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,9 +40,31 @@ def libvirt():
         if Path("/run/libvirt/libvirt-sock").exists():
             break
         time.sleep(0.2)
-    yield
+    with kvm_device_as_udev_leaves_it():
+        yield
     for daemon in reversed(started):
         subprocess.run(["pkill", "-x", daemon])
+
+
+@contextmanager
+def kvm_device_as_udev_leaves_it():
+    """/dev/kvm as Debian's udev rule leaves it (root:kvm 0660) while the test runs, put back after.
+
+    Without udev (a container) it stays root-only. libvirt's cached QEMU capabilities then say "KVM" while its
+    qemu user cannot open the device, so it probes QEMU again (about 13 s) on every call: a minute or more of
+    `vagrant up`, whose driver here is TCG anyway."""
+    kvm = Path("/dev/kvm")
+    if not kvm.exists():
+        yield
+        return
+    before = kvm.stat()
+    try:
+        os.chown(kvm, 0, grp.getgrnam("kvm").gr_gid)
+        kvm.chmod(0o660)
+        yield
+    finally:
+        os.chown(kvm, before.st_uid, before.st_gid)
+        kvm.chmod(stat.S_IMODE(before.st_mode))
 
 
 def vagrant(*args: str, env: dict, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -23,6 +23,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from perflab import lock
+from perflab.labs import CannotShow
 from perflab.workshop import dashboard, roster
 
 CHROMIUM = shutil.which("chromium")
@@ -75,14 +76,35 @@ def test_a_lab_uses_the_cpus_reserved_for_the_learner_and_says_so():
     assert "at least two CPUs" in done.stderr and "reserved for you" in done.stderr
 
 
+def test_graders_and_helpers_measure_on_the_reserved_cpus(monkeypatch):
+    from perflab.labs.core_to_core import LAB as CORE_TO_CORE
+    from perflab.labs.page_table_levels import LAB as PAGE_TABLE_LEVELS
+    from perflab.labs.page_table_levels.exercises import fault_around_now
+    from perflab.labs.page_table_levels.faults import MODES
+
+    monkeypatch.setenv("PERFLAB_CPUS", "0")
+    assert PAGE_TABLE_LEVELS.placement_here() == 0, "not the lab's own choice, the last online CPU"
+    with pytest.raises(CannotShow):
+        CORE_TO_CORE.placement_here()  # one reserved CPU: no pair to measure between
+    used = []
+    samples = [{"mode": mode, "pages": 16, "minflt": 1} for mode in MODES]
+    monkeypatch.setattr("perflab.labs.page_table_levels.exercises.measure_here",
+                        lambda cpu, *_, **__: used.append(cpu) or [{"samples": samples}])
+    assert fault_around_now() == {mode: 16 for mode in MODES}
+    assert used == [0], "the grader's fresh run left the learner's reserved CPUs"
+
+
 def test_the_landing_page_links_below_the_learners_server_under_a_hub(tmp_path, monkeypatch):
     from perflab.landing import render_html
     from perflab.workspace import prepare
 
     monkeypatch.setenv("PERFLAB_WORKSPACE", str(tmp_path / "work"))
+    monkeypatch.setenv("PERFLAB_LEARNER", "alice")
     prepare()
-    page = render_html(tmp_path / "work", "/user/perflab-alice/")
-    assert 'href="/user/perflab-alice/lab/tree/labs/01-core-to-core/lab.ipynb"' in page
+    page = render_html(tmp_path, "/user/perflab-alice/")  # a learner's server is rooted in their home
+    assert "signed in as <b>alice</b>" in page and "<code>perflab grade NAME</code>" in page
+    assert "git pull" not in page and ".venv/bin" not in page, "advice for `make lab`, not for a learner of a hub"
+    assert 'href="/user/perflab-alice/lab/tree/work/labs/01-core-to-core/lab.ipynb"' in page
     assert 'href="/user/perflab-alice/perflab/book/index.html"' in page
     assert 'href="/lab' not in page and 'href="/perflab' not in page, "a link that leaves the learner's server"
 
@@ -253,7 +275,13 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
                 page = _log_in(browser, url, name, passwords[name], f"**/user/{roster.system_user(name)}/perflab/**")
                 assert "perflab" in page.content()
             page.click("text=One written global caps a NUMA machine's throughput")  # as the last learner would
-            page.wait_for_url(f"**/user/{users[-1]}/lab/tree/labs/05-numa-static-data/lab.ipynb")
+            page.wait_for_url(f"**/user/{users[-1]}/lab/tree/work/labs/05-numa-static-data/lab.ipynb")
+            with page.context.expect_page() as opened:  # the notebook's link to its chapter, through the hub
+                page.locator(".jp-Notebook").get_by_role("link", name="book, lab 5").click()
+            chapter = opened.value
+            chapter.wait_for_url(f"**/user/{users[-1]}/perflab/book/labs/05-numa-static-data.html")
+            chapter.get_by_role("link", name="your copy").click()  # and the chapter's link back to the notebook
+            chapter.wait_for_url(f"**/user/{users[-1]}/lab/tree/work/labs/05-numa-static-data/lab.ipynb")
             landed = Path(pwd.getpwnam(users[0]).pw_dir) / "work" / "labs"
             assert landed.is_dir() and landed.stat().st_uid == pwd.getpwnam(users[0]).pw_uid
 

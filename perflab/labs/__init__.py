@@ -113,6 +113,11 @@ class Lab(ABC):
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> Any:
         """Where to measure: the learner's CPUs checked, or the lab's own choice; raise CannotShow if none fit."""
 
+    def placement_here(self, cpus: list[int] | None = None, machine: Machine | None = None) -> Any:
+        """choose_cpus outside a lab run (a grader's fresh measurement, an exercise's helper): within the CPUs a
+        workshop reserved for this learner (PERFLAB_CPUS) unless told others."""
+        return self.choose_cpus(machine or self.probe(), cpus or reserved_cpus())
+
     @abstractmethod
     def measure(self, machine: Machine, placement: Any, settings: Any, progress: bool, **options) -> dict[str, Any]:
         """Measure at the placement; return a result (results.new_result) with the raw samples."""

@@ -50,12 +50,13 @@ c.JupyterHub.default_url = landing
 
 # ANCHOR: learner_environment
 def learner_environment(spawner):
-    """Each learner's server: rooted in ~/work, results and progress there, the course's tools on PATH."""
+    """Each learner's server: rooted in their home, the workspace ~/work in it as work/ is in the checkout for
+    `make lab` (so the course's links name the same paths), results and progress there, the tools on PATH."""
     account = pwd.getpwnam(spawner.user.name)
     work = os.path.join(account.pw_dir, "work")
     os.makedirs(work, mode=0o700, exist_ok=True)
     os.chown(work, account.pw_uid, account.pw_gid)
-    spawner.notebook_dir = work
+    spawner.notebook_dir = account.pw_dir
     spawner.environment.update({
         "PERFLAB_WORKSPACE": work,
         "PERFLAB_RESULTS": os.path.join(work, "results"),

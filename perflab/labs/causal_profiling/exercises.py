@@ -64,7 +64,7 @@ def profile_exercise(seconds: float = 20, progress: bool = True) -> tuple[list[d
     """perf's ranking and a coz profile of the original ingest.c, as the lab profiles commit.c."""
     require_tools()
     binary = build_exercise(EXERCISE_SOURCE.read_text(), "baseline")
-    cpus = LAB.choose_cpus(LAB.probe())
+    cpus = LAB.placement_here()
     blocks = max(1, int(seconds * 40))  # about 40 blocks a second, slower under coz
     with measurement_lock(f"perflab {LAB.name} exercise"), tempfile.TemporaryDirectory() as folder:
         ranking = perf_ranking(exercise_argv(binary, cpus, max(1, blocks // 10)), Path(folder))
@@ -78,7 +78,7 @@ def profile_exercise(seconds: float = 20, progress: bool = True) -> tuple[list[d
 
 def race_exercise(sources: dict[str, str], rounds: int, blocks: int, progress: bool = True) -> dict[str, list[float]]:
     """Blocks per second of each version of ingest.c, built and raced in one interleaved run."""
-    cpus = LAB.choose_cpus(LAB.probe())
+    cpus = LAB.placement_here()
     configs = [Config(name, exercise_argv(build_exercise(source, name.replace(" ", "-")), cpus, blocks))
                for name, source in sources.items()]
     with measurement_lock(f"perflab {LAB.name} exercise"):
@@ -143,7 +143,7 @@ def find_the_line(ns: dict) -> list[Check]:
     except PerflabError as err:
         checks.append(Check("your version builds", FAILED, "it compiles with the lab's flags", str(err)))
         return checks
-    cpus = LAB.choose_cpus(LAB.probe())
+    cpus = LAB.placement_here()
     digests = {name: run_once(exercise_argv(b, cpus, CHECK_BLOCKS))[1][0]["digest"] for name, b in binaries.items()}
     same = digests[YOURS] == digests[BASELINE]
     checks.append(Check("your version computes the same index (digest)", PASSED if same else FAILED,

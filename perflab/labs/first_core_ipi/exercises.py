@@ -63,7 +63,7 @@ def predict_rows(ns: Answers) -> list[Check]:
         return checks
     machine = LAB.probe()
     try:
-        placement = LAB.choose_cpus(machine, None)
+        placement = LAB.placement_here(machine=machine)
     except PerflabError as reason:
         return checks + [Check("a fresh measurement", INCONCLUSIVE, "two CPUs to measure on", str(reason))]
     with measurement_lock("perflab grade ipi-predict-rows"):

@@ -102,7 +102,7 @@ def _fresh_measurement(machine, claim) -> Check:
     if claim is None:
         return Check(name, INCONCLUSIVE, "True or False", "None: your own run could not decide; rerun it with more runs")
     try:
-        pair = LAB.choose_cpus(machine)
+        pair = LAB.placement_here(machine=machine)
     except CannotShow as reason:
         return Check(name, INCONCLUSIVE, "a machine that can measure this", str(reason))
     with measurement_lock("perflab grade: llc-predict"):

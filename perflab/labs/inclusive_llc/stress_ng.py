@@ -70,7 +70,7 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
     if shutil.which("stress-ng") is None:
         raise PerflabError("stress-ng is not installed: run `make lab` (deps/debian.txt lists it)")
     machine = LAB.probe()
-    pair = LAB.choose_cpus(machine, cpus)
+    pair = LAB.placement_here(cpus, machine)
     settings = LAB.settings_for(quick)
     settings = replace(settings, stress_rounds=runs) if runs else settings
     rates: dict[str, list[float]] = {ALONE: [], WITH_AGGRESSOR: []}

@@ -91,7 +91,7 @@ def seed_side_by_side(cpu: int | None = None, settings: Settings | None = None, 
     """The seed program, every build in one interleaved run, with each build's loop layout. Saved."""
     machine = LAB.probe()
     settings = settings or LAB.QUICK
-    cpu = LAB.choose_cpus(machine, [cpu] if cpu is not None else None)
+    cpu = LAB.placement_here([cpu] if cpu is not None else None, machine)
     built, skipped = seed_builds()
     layouts = {name: layout.describe(function_loop(binary, "main")) for name, binary in built.items()}
     times = measure_builds(built, settings.seed_iterations, settings.seed_runs, cpu, f"{len(built)} builds of seed.c",

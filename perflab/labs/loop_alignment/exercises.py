@@ -71,7 +71,7 @@ def try_fix(fix_flags: list[str], runs: int = 10, iterations: int = 20_000_000, 
     slow = exercise_slow_build()
     fixed = with_fix(slow, fix_flags)
     built = {v.name: build_variant(EXERCISE_SOURCE, v, EXERCISE_BUILD_DIR) for v in (slow, fixed)}
-    times = measure_builds(built, iterations, runs, LAB.choose_cpus(machine, [cpu] if cpu is not None else None),
+    times = measure_builds(built, iterations, runs, LAB.placement_here([cpu] if cpu is not None else None, machine),
                            "slow build vs your fix", progress)
     speedup = stats.median(times[slow.name]) / stats.median(times[fixed.name])
     return {"layouts": {name: layout.render_lines(function_loop(binary, EXERCISE_FUNCTION)) for name, binary in built.items()},
@@ -136,7 +136,7 @@ def _race(slow: Variant, slow_binary: Path, fixed_binary: Path) -> Check:
     for arm, flags in ((RIGHT, KNOWN_FIX), (WRONG, KNOWN_WRONG_FIX)):
         built[arm] = build_variant(EXERCISE_SOURCE, Variant(arm, slow.compiler, slow.flags + tuple(flags)),
                                    EXERCISE_BUILD_DIR)
-    cpu = LAB.choose_cpus(LAB.probe(), None)
+    cpu = LAB.placement_here()
     argv = {arm: ["taskset", "-c", str(cpu), str(binary), str(ITERATIONS)] for arm, binary in built.items()}
     return race_fixes(argv, lambda samples: 1 / stats.median([s["ns_per_iter"] for s in samples]), RACE, MIN_EFFECT,
                       "your fix is faster, measured just now",

@@ -126,7 +126,7 @@ def build_panel():
         built = {v.name: build_variant(SEED_SOURCE, v, SEED_BUILD_DIR)
                  for v in (Variant(SEED_BASELINE, "gcc", ("-O2",)), mine)}
         print(layout.render_lines(function_loop(built[mine.name], "main")))
-        times = measure_builds(built, LAB.QUICK.seed_iterations, LAB.QUICK.seed_runs * 2, LAB.choose_cpus(LAB.probe(), None),
+        times = measure_builds(built, LAB.QUICK.seed_iterations, LAB.QUICK.seed_runs * 2, LAB.placement_here(),
                                "your build vs gcc -O2")
         for name, values in times.items():
             low, high = stats.bootstrap_ci(values, stats.median)

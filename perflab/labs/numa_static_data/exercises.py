@@ -50,7 +50,7 @@ MODEL_TOLERANCE = 0.15
 def fresh_write_rates() -> dict[int, float]:
     """ns per operation per thread of the write arm at each of MODEL_KS, measured now in interleaved rounds
     (once per grading: the learner's inputs and the check use the same numbers)."""
-    cpus = LAB.choose_cpus(LAB.probe(), None).cpus
+    cpus = LAB.placement_here().cpus
     settings = Settings(1, 1, 1, ops=200_000, repeats=3)
     program = binary()
     measured: dict[int, list[float]] = {k: [] for k in MODEL_KS}
@@ -184,7 +184,7 @@ def fix(ns: Answers) -> list[Check]:
         return [Check("your version of hunt.c", FAILED, "the text of your changed hunt.c (exercise_copy())",
                       "unchanged" if isinstance(mine, str) else repr(mine)[:80])]
     sources = {BASELINE: original, YOURS: mine, RIGHT: known_fix(original), WRONG: known_wrong_fix(original)}
-    cpus = ",".join(map(str, LAB.choose_cpus(LAB.probe(), None).cpus))
+    cpus = ",".join(map(str, LAB.placement_here().cpus))
     argv = {arm: [str(build_hunt(text, arm.replace(" ", "-"))), "-c", cpus, "-n", str(FIX_OPS)]
             for arm, text in sources.items()}
     lookups = {arm: run_records(command[:-1] + ["20000"])[-1]["lookups"] for arm, command in argv.items()}

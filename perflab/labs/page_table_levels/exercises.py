@@ -1,7 +1,8 @@
 """Checks for the page-table-levels exercises.
 
 The fifth level's cost per fault: the learner's function on boot records
-drawn anew, and on one pair of boots measured for this grading. Fault-around:
+drawn anew, and, once every other check passes, one pair of boots measured
+for this grading. Fault-around:
 the learner's pages per fault against a fresh native run. The power
 calculation: the learner's function on fresh spreads, and their verdict on
 their own native samples recomputed here.
@@ -58,44 +59,48 @@ def synthetic_boots(rng: random.Random) -> list[dict[str, Any]]:
 
 
 def fresh_boot_lists() -> list[list]:
-    """Three made-up boot lists and, where QEMU and the image are ready, one pair of boots measured now."""
+    """Three made-up boot lists, drawn anew for every grading."""
     rng = random.Random()
-    made: list[list] = [[synthetic_boots(rng)] for _ in range(3)]
+    return [[synthetic_boots(rng)] for _ in range(3)]
+
+
+def pair_booted_now() -> list[dict[str, Any]] | None:
+    """One 5-level and one 4-level boot measured for this grading, or None where QEMU or the image is missing."""
     try:
         check_vm_ready()
     except PerflabError:
-        return made
+        return None
     with measurement_lock("perflab grade ptl-cost-per-fault"):
-        made.append([[boot_and_measure(levels, GRADE_SETTINGS) for levels in (5, 4)]])
-    return made
+        return [boot_and_measure(levels, GRADE_SETTINGS) for levels in (5, 4)]
 
 
 @calls(my_extra_per_fault=fresh_boot_lists)
 def cost_per_fault(ns: Answers) -> list[Check]:
-    checks = [function_check(ns, "my_extra_per_fault", extra_per_fault, 1e-9)]
-    measured = [boots for (boots,) in ns.inputs.get("my_extra_per_fault", []) if "profile" in boots[0]]
-    if not measured:
+    sign = ns.get("DEARER_WITH")
+    checks = [function_check(ns, "my_extra_per_fault", extra_per_fault, 1e-9),
+              Check("DEARER_WITH: the paging mode whose faults cost more", PASSED if sign == 5 else FAILED,
+                    "5 or 4", repr(sign))]
+    if any(check.status == FAILED for check in checks):
+        return checks  # two boots (a minute or more) cannot change a failed grade: spare the learner the wait
+    measured = pair_booted_now()
+    if measured is None:
         checks.append(Check("one pair of boots measured for this grading", INCONCLUSIVE,
                             "QEMU and the guest image, to boot la57-icount and no5lvl-icount",
                             "not available: run `make lab`, then `.venv/bin/perflab vm build`, and grade again"))
         return checks
-    fresh = extra_per_fault(measured[0])
+    fresh = extra_per_fault(measured)
     checks.append(Check("the fifth level costs instructions on every fault (a pair booted just now)",
                         PASSED if fresh > 0 else INCONCLUSIVE, "5-level minus 4-level above 0",
                         f"{fresh:+.1f} instructions per anonymous fault"))
-    sign = ns.get("DEARER_WITH")
-    checks.append(Check("DEARER_WITH: the paging mode whose faults cost more", PASSED if sign == 5 else FAILED,
-                        "5 or 4", repr(sign)))
     return checks
 
 
 # ---------------------------------------------------------------- fault-around
 
 def fault_around_now() -> dict[str, float]:
-    """Pages per fault for each mode, from a fresh native run on the last online CPU."""
-    machine = LAB.probe()
+    """Pages per fault for each mode, from a fresh native run on the lab's CPU."""
     with measurement_lock("perflab grade ptl-fault-around"):
-        runs = measure_here(machine.online_cpus[-1], GRADE_SETTINGS, progress=False)
+        runs = measure_here(LAB.placement_here(), GRADE_SETTINGS, progress=False)
     return {mode: stats.median([fault_around(s) for r in runs for s in r["samples"] if s["mode"] == mode])
             for mode in MODES}
 
