@@ -123,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     from .grading import grade
 
-    report = grade(args.exercise, notebook=args.notebook, timeout=args.timeout)
+    report = grade(args.exercise, notebook=args.notebook, record=not args.no_record, timeout=args.timeout)
     if args.json:
         _print_json(report.to_json())
     else:
@@ -306,8 +306,16 @@ def cmd_workshop(args: argparse.Namespace) -> int:
 
     if args.action in ("up", "add-learners") and not args.learners:
         raise PerflabError(f"name the learners: `perflab workshop {args.action} alice bob carol`")
-    if args.action != "up" and (args.learners and args.action != "add-learners"):
+    if args.learners and args.action in ("status", "down"):
         raise PerflabError(f"`perflab workshop {args.action}` takes no learner names")
+    if args.all and args.action != "regrade":
+        raise PerflabError("--all is for `perflab workshop regrade`: every exercise, not only those marked passed")
+    if args.action == "regrade":
+        from .workshop.regrade import regrade
+
+        lines = regrade(args.learners, args.all, say=lambda line: print(line, file=sys.stderr, flush=True))
+        print("\n".join(lines) if lines else "nothing to re-grade: no learner's progress file calls an exercise passed")
+        return 0
     if args.action == "status":
         found = hub.status()
         _print_json(found) if args.json else print(hub.render_status(found))
@@ -395,6 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(recorded as progress only if it is that copy)")
     p.add_argument("--timeout", type=_seconds, default=600, metavar="SECONDS",
                    help="stop a cell that runs longer than this (default 600): graded as failed")
+    p.add_argument("--no-record", action="store_true",
+                   help="leave progress as it is (an instructor's re-grade, an author's check)")
     p.add_argument("--json", action="store_true", help="print each check as JSON")
     p.set_defaults(func=cmd_grade)
 
@@ -479,17 +489,20 @@ def build_parser() -> argparse.ArgumentParser:
                        description="up: one system user per learner, JupyterHub with each learner's own JupyterLab "
                                    "and workspace, and the class dashboard; prints every login's password once. "
                                    "add-learners: more learners while it runs. status: the hub and each learner's "
-                                   "server. down: stop it all, remove the users, restore the machine. It listens on "
+                                   "server. regrade: grade again, as each learner, what their progress file calls passed; "
+                                   "the dashboard shows the outcome. down: stop it all, remove the users, restore the machine. It listens on "
                                    "127.0.0.1 unless --ip says otherwise; serve beyond this machine only with TLS.",
                        epilog=_examples("sudo .venv/bin/perflab workshop up alice bob carol",
                                         "sudo .venv/bin/perflab workshop add-learners dave",
                                         "sudo .venv/bin/perflab workshop status",
+                                        "sudo .venv/bin/perflab workshop regrade alice",
                                         "sudo .venv/bin/perflab workshop up alice bob carol --reserve-cpus 4",
                                         "sudo .venv/bin/perflab workshop up alice bob --ip 0.0.0.0 --port 443 "
                                         "--ssl-cert cert.pem --ssl-key key.pem",
                                         "sudo .venv/bin/perflab workshop down"))
-    p.add_argument("action", choices=["up", "add-learners", "status", "down"])
-    p.add_argument("learners", nargs="*", metavar="LEARNER", help="for up and add-learners: learner names")
+    p.add_argument("action", choices=["up", "add-learners", "status", "regrade", "down"])
+    p.add_argument("learners", nargs="*", metavar="LEARNER",
+                   help="for up and add-learners: learner names; for regrade: whose (default: everyone's)")
     p.add_argument("--ip", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="the port learners open (default 8000)")
     p.add_argument("--ssl-cert", help="a PEM certificate: serve HTTPS (with --ssl-key)")
@@ -497,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reserve-cpus", type=int, default=0, metavar="N",
                    help="for up: N CPUs of their own for each learner (not the first CPU), where the machine has "
                         "enough; each then measures without queueing behind the others")
+    p.add_argument("--all", action="store_true", help="for regrade: every exercise, not only those marked passed")
     p.add_argument("--json", action="store_true", help="for status: JSON")
     p.set_defaults(func=cmd_workshop)
 

@@ -6,7 +6,11 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILD_DIR = REPO_ROOT / "build"
+BUILD_DIR = REPO_ROOT / "build"  # the labs' programs, built by make and read by every user
+# What perflab compiles as it runs (build variants, a learner's version of a lab's C file): a workshop gives
+# each learner a folder of their own, so they need no write access to the checkout and never overwrite
+# each other's builds.
+RUN_BUILD_DIR = Path(os.environ.get("PERFLAB_BUILD_DIR") or BUILD_DIR)
 LABS_DIR = REPO_ROOT / "labs"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 

@@ -94,6 +94,20 @@ def test_graders_and_helpers_measure_on_the_reserved_cpus(monkeypatch):
     assert used == [0], "the grader's fresh run left the learner's reserved CPUs"
 
 
+def test_a_learner_compiles_into_a_folder_of_their_own(shared_lock):
+    """Learners cannot write the checkout (root's), and two learners' versions of ingest.c must not meet."""
+    own = shared_lock.parent / "build"  # in a folder everyone may write, as a learner's home is to them
+    compile_one = ("from perflab.labs.causal_profiling.exercises import EXERCISE_SOURCE, build_exercise; "
+                   "print(build_exercise(EXERCISE_SOURCE.read_text(), 'yours'))")
+    done = subprocess.run(["runuser", "-u", "nobody", "--", "env", f"PERFLAB_BUILD_DIR={own}",
+                           str(REPO / ".venv/bin/python"), "-c", compile_one], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert Path(done.stdout.strip()) == own / "07-causal-profiling" / "exercise" / "yours"
+    assert (own / "07-causal-profiling" / "exercise" / "yours").stat().st_uid == pwd.getpwnam("nobody").pw_uid
+    assert roster.learner_environment(roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h"), "alice",
+                                      "/home/perflab-alice")["PERFLAB_BUILD_DIR"].startswith("/home/perflab-alice/")
+
+
 def test_the_landing_page_links_below_the_learners_server_under_a_hub(tmp_path, monkeypatch):
     from perflab.landing import render_html
     from perflab.workspace import prepare
@@ -185,6 +199,31 @@ def test_the_dashboard_recomputes_verdicts_and_refuses_an_edited_result(tmp_path
     assert refused.verdict == "refused" and "changed after perflab wrote it" in refused.note
     page = dashboard.render_html([state, dashboard.LearnerState("bob")])
     assert "alice" in page and "bob" in page and "data:image/png;base64," in page
+
+
+def test_the_dashboard_shows_a_passed_exercise_a_regrade_did_not_pass():
+    state = dashboard.LearnerState("alice", exercises={"c2c-harmonic-mean": "passed", "llc-predict": "passed",
+                                                      "nsd-hunt": "failed"})
+    state.regrades = {"c2c-harmonic-mean": {"status": "passed", "at": "2026-01-01T10:00:00Z", "detail": ""},
+                      "llc-predict": {"status": "failed", "at": "2026-01-01T10:01:00Z",
+                                      "detail": "CLAIM: your run's reading of the LLC"}}
+    assert state.passed_but_not_confirmed() == {"llc-predict": "failed"}
+    page = dashboard.render_html([state])
+    assert "2 of " in page and "re-graded 2: 1 confirmed" in page and "1 not</b> (llc-predict failed)" in page
+    table = dashboard.class_csv([state])
+    assert "alice,exercise,llc-predict,passed,,,re-graded failed 2026-01-01T10:01:00Z CLAIM" in table
+    assert "alice,exercise,nsd-hunt,failed,,,\r\n" in table or "alice,exercise,nsd-hunt,failed,,,\n" in table
+
+
+def test_regrade_bad_input_is_one_line(tmp_path):
+    env = {"PERFLAB_WORKSHOP_DIR": str(tmp_path / "s")}
+    for argv, said in ((["workshop", "status", "--all"], "--all is for `perflab workshop regrade`"),
+                       (["workshop", "regrade", "alice"], "no workshop")):
+        done = run_cli(*argv, env=env)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+    nobody = subprocess.run(["runuser", "-u", "nobody", "--", str(REPO / ".venv/bin/perflab"), "workshop", "regrade"],
+                            capture_output=True, text=True, env={**os.environ, **env})
+    assert nobody.returncode == 2 and "run it as root" in nobody.stderr and nobody.stderr.count("\n") == 1
 
 
 def test_workshop_commands_without_root_say_so_in_one_line(tmp_path):
@@ -309,6 +348,14 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             grade = _as_learner(learners[0], "grade", "c2c-harmonic-mean", lock_file=shared_lock)
             graded = grade.communicate(timeout=300)
             assert grade.returncode == 0, graded
+            with (workspace / "progress.txt").open("a") as progress_file:  # as a learner could
+                progress_file.write("llc-predict passed 2026-01-01T00:00:00Z\n")
+            claimed = (workspace / "progress.txt").read_text()
+            regraded = run_cli("workshop", "regrade", learners[0], env=env, timeout=600)
+            assert regraded.returncode == 0, regraded.stderr
+            assert f"{learners[0]} c2c-harmonic-mean: passed (progress file: passed)" in regraded.stdout
+            assert f"{learners[0]} llc-predict: failed (progress file: passed)" in regraded.stdout, regraded.stdout
+            assert (workspace / "progress.txt").read_text() == claimed, "the re-grade wrote to the learner's progress"
 
             denied = _log_in(browser, url, learners[2], passwords[learners[2]], "**/perflab/**")
             reply = denied.goto(f"{url}/services/dashboard/")
@@ -317,7 +364,7 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             page = _log_in(browser, url, "instructor", passwords["instructor"], "**/services/dashboard/**")
             rows = page.locator("tr").all_inner_texts()
             assert all(any(name in row for row in rows) for name in learners), rows
-            assert any(learners[0] in row and "1 of" in row for row in rows), "alice's graded exercise is not shown"
+            assert any(learners[0] in row and "2 of" in row and "1 not (llc-predict failed)" in row for row in rows), rows
             table = page.request.get(f"{url}/services/dashboard/class.csv").text()
             assert f"{learners[0]},exercise,c2c-harmonic-mean,passed" in table
             assert f"{learners[1]},lab,numa-static-data," in table

@@ -3,7 +3,9 @@
 For every learner it reads their workspace as root: the newest saved result of each lab,
 whose verdict it recomputes from the raw samples with the lab's own judge (a result whose
 provenance fails is shown as refused, not believed), and the exercise statuses their
-progress file records. The class's effects are drawn together, one row per lab, and
+progress file records, beside what `perflab workshop regrade` found when it graded them
+again as the learner (perflab.workshop.regrade): the progress file is the learner's to edit,
+the re-grades are root's. The class's effects are drawn together, one row per lab, and
 /services/dashboard/class.csv exports the same table.
 """
 
@@ -26,6 +28,7 @@ from ..labs import available, find
 from ..results import provenance_problems
 from ..verdict import COLOURS
 from . import roster
+from .regrade import load_regrades
 
 
 @dataclass
@@ -41,6 +44,12 @@ class LearnerState:
     learner: str
     labs: dict[str, LabState] = field(default_factory=dict)
     exercises: dict[str, str] = field(default_factory=dict)  # name -> passed | failed | inconclusive
+    regrades: dict[str, dict] = field(default_factory=dict)  # name -> {"status", "at", "detail"}, from regrade
+
+    def passed_but_not_confirmed(self) -> dict[str, str]:
+        """Exercises the progress file calls passed that a re-grade did not pass: name -> the re-grade's status."""
+        return {name: self.regrades[name]["status"] for name, status in self.exercises.items()
+                if status == "passed" and name in self.regrades and self.regrades[name]["status"] != "passed"}
 
 
 def workspace_of(learner: str) -> Path | None:
@@ -90,10 +99,16 @@ def learner_state(learner: str, workspace: Path, machine) -> LearnerState:
 
 
 def class_state(learners: list[str], machine) -> list[LearnerState]:
+    try:
+        regrades = load_regrades()
+    except PerflabError:  # unreadable: shown as never re-graded, and the next re-grade writes it anew
+        regrades = {}
     states = []
     for learner in learners:
         workspace = workspace_of(learner)
-        states.append(learner_state(learner, workspace, machine) if workspace else LearnerState(learner))
+        state = learner_state(learner, workspace, machine) if workspace else LearnerState(learner)
+        state.regrades = regrades.get(learner, {})
+        states.append(state)
     return states
 
 
@@ -106,8 +121,11 @@ def class_csv(states: list[LearnerState]) -> str:
         for lab, found in state.labs.items():
             writer.writerow([state.learner, "lab", lab, found.verdict,
                              "" if found.effect is None else f"{found.effect:.4g}", found.created, found.note])
-        for exercise, status in state.exercises.items():
-            writer.writerow([state.learner, "exercise", exercise, status, "", "", ""])
+        for exercise in [*state.exercises, *(e for e in state.regrades if e not in state.exercises)]:
+            again = state.regrades.get(exercise)
+            note = f"re-graded {again['status']} {again['at']} {again['detail']}".strip() if again else ""
+            writer.writerow([state.learner, "exercise", exercise, state.exercises.get(exercise, "not graded"), "", "",
+                             note])
     return out.getvalue()
 
 
@@ -138,6 +156,19 @@ def class_figure(states: list[LearnerState]):
     return figure
 
 
+def _exercises_cell(state: LearnerState, exercises: list[str]) -> str:
+    passed = [name for name, status in state.exercises.items() if status == "passed"]
+    text = f"{len(passed)} of {len(exercises)} passed"
+    regraded = [name for name in passed if name in state.regrades]
+    if regraded:
+        doubtful = state.passed_but_not_confirmed()
+        text += f"; re-graded {len(regraded)}: {len(regraded) - len(doubtful)} confirmed"
+        if doubtful:
+            listed = ", ".join(f"{name} {status}" for name, status in doubtful.items())
+            text += f', <b class="doubt">{len(doubtful)} not</b> ({html.escape(listed)})'
+    return text
+
+
 def render_html(states: list[LearnerState], prefix: str = "") -> str:
     exercises = [e.name for e in load_manifest().exercises]
     labs = available()
@@ -153,19 +184,19 @@ def render_html(states: list[LearnerState], prefix: str = "") -> str:
             colour = COLOURS.get(found.verdict, "#b00")
             title = html.escape(f"{found.created} {found.note}".strip())
             cells.append(f'<td title="{title}"><span class=badge style="background:{colour}">{found.verdict}</span></td>')
-        passed = sum(1 for status in state.exercises.values() if status == "passed")
-        rows.append(f"<tr><th>{html.escape(state.learner)}</th>{''.join(cells)}"
-                    f"<td>{passed} of {len(exercises)} passed</td></tr>")
+        rows.append(f"<tr><th>{html.escape(state.learner)}</th>{''.join(cells)}<td>{_exercises_cell(state, exercises)}</td></tr>")
     picture = io.BytesIO()
     class_figure(states).savefig(picture, format="png", dpi=90)
     image = base64.b64encode(picture.getvalue()).decode()
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>perflab class dashboard</title>
 <style>body{{font-family:sans-serif;margin:2rem;line-height:1.4}} td,th{{padding:.25rem .5rem;text-align:left}}
 .badge{{color:white;padding:.1rem .4rem;border-radius:.3rem;font-size:.85rem}} .none{{color:#888}}
-table{{border-collapse:collapse}} tr{{border-bottom:1px solid #ddd}}</style></head><body>
+table{{border-collapse:collapse}} tr{{border-bottom:1px solid #ddd}} .doubt{{color:#b00}}</style></head><body>
 <h1>perflab class dashboard</h1>
 <p>{len(states)} learners. Verdicts are recomputed here from each learner's newest saved result (its raw samples);
-a result whose provenance fails is shown as refused. <a href="{prefix}class.csv">Download as CSV</a>.</p>
+a result whose provenance fails is shown as refused. Exercises are as each learner's progress file says, which they
+can edit; <code>sudo .venv/bin/perflab workshop regrade</code> grades them again as the learner and the outcome is
+shown beside it. <a href="{prefix}class.csv">Download as CSV</a>.</p>
 <table><tr><th>learner</th>{head}<th>exercises</th></tr>
 {''.join(rows)}
 </table>

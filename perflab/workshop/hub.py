@@ -29,7 +29,6 @@ from ..paths import REPO_ROOT
 from . import roster
 
 CONFIG = Path(__file__).with_name("jupyterhub_config.py")
-VENV_BIN = REPO_ROOT / ".venv" / "bin"
 PROXY = REPO_ROOT / ".tools" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
 START_TIMEOUT_S = 90
 
@@ -42,7 +41,7 @@ def accounts_journal() -> Journal:
 def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: str | None = None,
        ssl_key: str | None = None, reserve: int = 0) -> list[str]:
     """Start the workshop; return the lines to print (the URL, every login and password)."""
-    _require_root("starting a workshop")
+    require_root("starting a workshop creates system users")
     existing = roster.load()
     if existing is not None:
         state = "running" if _alive(existing.hub_pid) else "left behind by a hub that is gone"
@@ -84,7 +83,7 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
 
 
 def add_learners(learners: list[str]) -> list[str]:
-    _require_root("adding learners")
+    require_root("adding learners creates system users")
     workshop = roster.require()
     roster.check_new_names(learners, workshop)
     if workshop.reserve:
@@ -154,7 +153,7 @@ def render_status(found: dict) -> str:
 
 def down() -> list[str]:
     """Stop everything `up` started and remove everything it made; safe to run again after a failure."""
-    _require_root("ending a workshop")
+    require_root("ending a workshop removes system users")
     workshop = roster.load()
     if workshop is None and not roster.state_dir().exists():
         raise PerflabError("no workshop is up here: nothing to take down")
@@ -192,8 +191,8 @@ def _start_hub() -> int:
     folder = roster.state_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = open(folder / "hub.log", "ab")
-    env = {**os.environ, "PERFLAB_WORKSHOP_DIR": str(folder), "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}"}
-    process = subprocess.Popen([str(VENV_BIN / "jupyterhub"), "-f", str(CONFIG)], cwd=folder, env=env,
+    env = {**os.environ, "PERFLAB_WORKSHOP_DIR": str(folder), "PATH": f"{roster.VENV_BIN}:{os.environ.get('PATH', '')}"}
+    process = subprocess.Popen([str(roster.VENV_BIN / "jupyterhub"), "-f", str(CONFIG)], cwd=folder, env=env,
                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)  # Ctrl-C in the instructor's terminal must not stop the class
     log.close()
@@ -276,9 +275,9 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
-def _require_root(what: str) -> None:
+def require_root(why: str) -> None:
     if os.geteuid() != 0:
-        raise PerflabError(f"{what} creates or removes system users: run it as root (sudo .venv/bin/perflab workshop ...)")
+        raise PerflabError(f"{why}: run it as root (sudo .venv/bin/perflab workshop ...)")
 
 
 def _require_free(ip: str, port: int) -> None:
@@ -308,14 +307,14 @@ def _free_port() -> int:
 
 
 def _require_tools() -> None:
-    for tool, fix in ((VENV_BIN / "jupyterhub", "make python"), (PROXY, "make proxy")):
+    for tool, fix in ((roster.VENV_BIN / "jupyterhub", "make python"), (PROXY, "make proxy")):
         if not tool.exists():
             raise PerflabError(f"{tool.name} is missing: run `{fix}` (or `make lab`, which does all set-up)")
 
 
 def _require_learners_can_run_the_course() -> None:
     """Learners run the course as their own users: every folder above the checkout must let them in."""
-    done = subprocess.run(["runuser", "-u", "nobody", "--", str(VENV_BIN / "python"), "-c", "import perflab"],
+    done = subprocess.run(["runuser", "-u", "nobody", "--", str(roster.VENV_BIN / "python"), "-c", "import perflab"],
                           capture_output=True, text=True)
     if done.returncode != 0:
         blocked = next((str(p) for p in [REPO_ROOT, *REPO_ROOT.parents] if not os.stat(p).st_mode & 0o001), None)

@@ -17,9 +17,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import PerflabError
+from ..lock import lock_path
+from ..paths import REPO_ROOT
 from ..results import write_atomic
 
 INSTRUCTOR = "instructor"
+VENV_BIN = REPO_ROOT / ".venv" / "bin"
 PREFIX = "perflab-"
 NAME = re.compile(r"[a-z][a-z0-9-]{0,23}")
 
@@ -59,6 +62,25 @@ class Workshop:
         scheme = "https" if self.ssl_cert else "http"
         host = f"[{self.ip}]" if ":" in self.ip else self.ip
         return f"{scheme}://{host}:{self.port}"
+
+
+def learner_environment(workshop: Workshop, learner: str, home: str) -> dict[str, str]:
+    """What every process of a learner's sees, their server's and a re-grade's alike: their workspace (~/work) with
+    its results, the course's tools first on PATH, their lock, and the CPUs reserved for them, if any."""
+    work = os.path.join(home, "work")
+    env = {
+        "PERFLAB_WORKSPACE": work,
+        "PERFLAB_RESULTS": os.path.join(work, "results"),
+        "PERFLAB_BUILD_DIR": os.path.join(home, ".cache", "perflab", "build"),  # not the checkout: root's, shared
+        "PERFLAB_LEARNER": learner,
+        "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        **({"PERFLAB_LOCK": workshop.lock} if workshop.lock else {}),
+    }
+    reserved = workshop.cpus.get(learner)
+    if reserved:  # their own CPUs, so a lock of their own: nobody else measures there
+        env["PERFLAB_CPUS"] = reserved
+        env["PERFLAB_LOCK"] = str(lock_path().with_name(f"perflab-measure-{system_user(learner)}.lock"))
+    return env
 
 
 def path() -> Path:

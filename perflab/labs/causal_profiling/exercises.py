@@ -26,7 +26,7 @@ from ...grading import FAILED, PASSED, Check
 from ...grading.answers import learner_source_copy
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...lock import measurement_lock
-from ...paths import BUILD_DIR, REPO_ROOT
+from ...paths import REPO_ROOT, RUN_BUILD_DIR
 from ...runner import Config, interleave, run_once
 from ...sequential import Plan
 from . import coz
@@ -34,7 +34,7 @@ from .profilers import DEFINITION, SOURCE_DIR, CozSession, function_of_line, per
 from .run import LAB, MIN_EFFECT
 
 EXERCISE_SOURCE = REPO_ROOT / SOURCE_DIR / "ingest.c"
-EXERCISE_BUILD_DIR = BUILD_DIR / "07-causal-profiling" / "exercise"
+EXERCISE_BUILD_DIR = RUN_BUILD_DIR / "07-causal-profiling" / "exercise"
 
 
 def build_exercise(source_text: str, name: str) -> Path:

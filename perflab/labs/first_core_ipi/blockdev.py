@@ -16,12 +16,12 @@ from pathlib import Path
 from ...cpulist import parse_cpulist
 from ...errors import PerflabError
 from ...knobs import disk_irqs
-from ...paths import BUILD_DIR
+from ...paths import RUN_BUILD_DIR
 from ...sysfs import SysRoot
 from .. import CannotShow
 
 DEVICE_ENV = "PERFLAB_BLOCK_DEVICE"
-SCRATCH = BUILD_DIR / "03-first-core-ipi" / "scratch.bin"
+SCRATCH = RUN_BUILD_DIR / "03-first-core-ipi" / "scratch.bin"
 SCRATCH_BYTES = 16 << 20
 MIN_BYTES = 1 << 20  # blockread refuses less: random reads need room
 

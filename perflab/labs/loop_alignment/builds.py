@@ -12,13 +12,13 @@ from ... import results, stats
 from ...build import compile_variant
 from ...errors import PerflabError
 from ...lock import measurement_lock
-from ...paths import BUILD_DIR, REPO_ROOT
+from ...paths import REPO_ROOT, RUN_BUILD_DIR
 from ...runner import Config, interleave
 from . import layout
 from .run import LAB, SOURCE_DIR, Settings
 
 SEED_SOURCE = REPO_ROOT / SOURCE_DIR / "seed.c"
-SEED_BUILD_DIR = BUILD_DIR / "06-loop-alignment" / "seed"
+SEED_BUILD_DIR = RUN_BUILD_DIR / "06-loop-alignment" / "seed"
 
 
 @dataclass(frozen=True)

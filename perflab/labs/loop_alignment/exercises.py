@@ -16,7 +16,7 @@ from ... import stats
 from ...errors import PerflabError
 from ...grading import FAILED, PASSED, Check
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
-from ...paths import BUILD_DIR, REPO_ROOT
+from ...paths import REPO_ROOT, RUN_BUILD_DIR
 from ...sequential import Plan
 from . import layout
 from .builds import Variant, build_variant, function_loop, measure_builds
@@ -24,7 +24,7 @@ from .run import LAB, MIN_EFFECT, SOURCE_DIR
 
 EXERCISE_SOURCE = REPO_ROOT / SOURCE_DIR / "checksum.c"
 EXERCISE_FUNCTION = "checksum"
-EXERCISE_BUILD_DIR = BUILD_DIR / "06-loop-alignment" / "exercise"
+EXERCISE_BUILD_DIR = RUN_BUILD_DIR / "06-loop-alignment" / "exercise"
 # Alignment off, so PADDING alone decides where the loop starts.
 EXERCISE_FLAGS = ("-O2", "-fno-align-loops", "-fno-align-jumps", "-fno-align-labels")
 # Flags that move code without changing what it computes: the only fixes the exercise accepts.

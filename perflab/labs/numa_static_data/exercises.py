@@ -24,7 +24,7 @@ from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import function_check, learner_source_copy
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...lock import measurement_lock
-from ...paths import BUILD_DIR, REPO_ROOT, results_dir
+from ...paths import REPO_ROOT, RUN_BUILD_DIR, results_dir
 from ...runner import run_records
 from ...sequential import Plan
 from .model import MIN_EFFECT, fit, predict
@@ -33,7 +33,7 @@ from .recorded import source_cap
 from .run import LAB
 
 HUNT_SOURCE = REPO_ROOT / SOURCE_DIR / "hunt.c"
-EXERCISE_BUILD_DIR = BUILD_DIR / "05-numa-static-data" / "exercise"
+EXERCISE_BUILD_DIR = RUN_BUILD_DIR / "05-numa-static-data" / "exercise"
 # Globals the hot write may land on: zeroing any of them leaves the program correct (not config_capacity,
 # the slot mask, nor ops_per_thread, the loop's bound).
 HOT_CANDIDATES = ("lru_sentinel", "free_sentinel", "empty_bucket", "generation", "stat_bytes", "stat_evictions",
