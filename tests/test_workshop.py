@@ -108,6 +108,13 @@ def test_a_learner_compiles_into_a_folder_of_their_own(shared_lock):
                                       "/home/perflab-alice")["PERFLAB_BUILD_DIR"].startswith("/home/perflab-alice/")
 
 
+def test_a_learner_who_cannot_write_the_vm_cache_is_told_who_runs_vms():
+    done = subprocess.run(["runuser", "-u", "nobody", "--", str(REPO / ".venv/bin/perflab"), "vm", "up", "default"],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "cannot write" in done.stderr and "the instructor, as root" in done.stderr
+
+
 def test_the_landing_page_links_below_the_learners_server_under_a_hub(tmp_path, monkeypatch):
     from perflab.landing import render_html
     from perflab.workspace import prepare
