@@ -13,8 +13,9 @@ import pytest
 
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
+from perflab.labs import CannotShow
 from perflab.labs.page_table_levels import LAB, recorded
-from perflab.grading import FAILED, PASSED, Answers
+from perflab.grading import FAILED, INCONCLUSIVE, PASSED, Answers
 from perflab.grading.kernel import FunctionAnswer
 from perflab.labs.page_table_levels import exercises
 from perflab.labs.page_table_levels.exercises import extra_per_fault, power, synthetic_boots
@@ -161,6 +162,14 @@ def test_cost_per_fault_boots_a_pair_only_when_the_answers_pass(monkeypatch):
     checks = exercises.cost_per_fault(_answers(5, True))
     assert booted == [1] and checks[-1].name.endswith("(a pair booted just now)")
     assert {c.status for c in checks[:2]} == {PASSED}
+
+    def cannot_boot():
+        raise CannotShow("no QEMU here")
+
+    monkeypatch.undo()  # the real pair_booted_now, on a machine that cannot boot
+    monkeypatch.setattr(exercises, "check_vm_ready", cannot_boot)
+    unbootable = exercises.cost_per_fault(_answers(5, True))[-1]
+    assert unbootable.status == INCONCLUSIVE and unbootable.got == "no QEMU here", "why it could not boot, as said"
 
 
 def test_power_is_alpha_without_an_effect_and_one_with_a_huge_one():

@@ -18,10 +18,10 @@ from typing import Any
 import scipy.stats as sps
 
 from ... import stats
-from ...errors import PerflabError
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import function_check
 from ...lock import measurement_lock
+from .. import CannotShow
 from .faults import MODES, boot_cost, fault_around
 from .native import measure_here
 from .run import LAB, boot_and_measure, check_vm_ready
@@ -64,12 +64,9 @@ def fresh_boot_lists() -> list[list]:
     return [[synthetic_boots(rng)] for _ in range(3)]
 
 
-def pair_booted_now() -> list[dict[str, Any]] | None:
-    """One 5-level and one 4-level boot measured for this grading, or None where QEMU or the image is missing."""
-    try:
-        check_vm_ready()
-    except PerflabError:
-        return None
+def pair_booted_now() -> list[dict[str, Any]]:
+    """One 5-level and one 4-level boot measured for this grading; CannotShow, saying why, where none can boot."""
+    check_vm_ready()
     with measurement_lock("perflab grade ptl-cost-per-fault"):
         return [boot_and_measure(levels, GRADE_SETTINGS) for levels in (5, 4)]
 
@@ -82,11 +79,11 @@ def cost_per_fault(ns: Answers) -> list[Check]:
                     "5 or 4", repr(sign))]
     if any(check.status == FAILED for check in checks):
         return checks  # two boots (a minute or more) cannot change a failed grade: spare the learner the wait
-    measured = pair_booted_now()
-    if measured is None:
+    try:
+        measured = pair_booted_now()
+    except CannotShow as why:  # no QEMU, no image, or (a workshop's learner) no VMs of their own
         checks.append(Check("one pair of boots measured for this grading", INCONCLUSIVE,
-                            "QEMU and the guest image, to boot la57-icount and no5lvl-icount",
-                            "not available: run `make lab`, then `.venv/bin/perflab vm build`, and grade again"))
+                            "QEMU and the guest image, to boot la57-icount and no5lvl-icount", str(why)))
         return checks
     fresh = extra_per_fault(measured)
     checks.append(Check("the fifth level costs instructions on every fault (a pair booted just now)",
