@@ -39,8 +39,7 @@ def _badge(status: str) -> str:
     return f'<span class="status {escape(status.replace(" ", "-"))}">{escape(status)}</span>'
 
 
-def where_your_copies_are() -> str:
-    learner = os.environ.get("PERFLAB_LEARNER")  # set for each learner's server by a workshop's hub
+def where_your_copies_are(learner: str | None) -> str:
     if learner:
         return (f"You are signed in as <b>{escape(learner)}</b>. The notebooks below are your own copies, in "
                 "<code>work/</code> in your home, which only you can read: edit them freely; the instructor's "
@@ -63,7 +62,8 @@ def render_html(root: Path, base_url: str = "/") -> str:
         else:
             lab_lines.append(f'<tr class="soon"><td>{lab.number}</td><td>{escape(lab.title)}</td><td></td>'
                              '<td><span class="status">coming</span></td></tr>')
-    cli = "perflab" if os.environ.get("PERFLAB_LEARNER") else ".venv/bin/perflab"  # on a workshop learner's PATH
+    learner = os.environ.get("PERFLAB_LEARNER")  # set for each learner's server by a workshop's hub
+    cli = "perflab" if learner else ".venv/bin/perflab"  # the course's tools are first on a learner's PATH
     exercise_lines = [
         f'<tr><td><a href="{notebook_url(e.notebook, root, base_url)}">{escape(e.title)}</a></td><td><code>{escape(e.name)}</code></td>'
         f'<td>{_badge(e.status)}</td></tr>' for e in exercises]
@@ -75,7 +75,7 @@ def render_html(root: Path, base_url: str = "/") -> str:
 <p class="lead">CPU and OS performance phenomena, made to happen on this machine, measured, and judged.</p>
 <h2>Start here</h2>
 <p><a href="{book}index.html">Read the book</a>: how the course works, then one chapter per lab.
-{where_your_copies_are()}</p>
+{where_your_copies_are(learner)}</p>
 <h2>Labs</h2>
 <table><tr><th>#</th><th>notebook</th><th>book</th><th>last verdict here</th></tr>
 {chr(10).join(lab_lines)}

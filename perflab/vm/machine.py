@@ -172,8 +172,9 @@ def qemu_missing() -> str | None:
 
 def cannot_run_vms() -> str | None:
     """Why this user can boot no guest here (no QEMU, no folder of VMs they may write), with how to fix it."""
-    if qemu_missing():
-        return qemu_missing()
+    missing = qemu_missing()
+    if missing:
+        return missing
     runs = guest_image.cache_dir() / "vms"
     nearest = next(folder for folder in (runs, *runs.parents) if folder.exists())
     if not os.access(nearest, os.W_OK):  # e.g. a workshop's learner: the checkout and its VM cache are root's
@@ -184,11 +185,10 @@ def cannot_run_vms() -> str | None:
 
 def cannot_boot() -> str | None:
     """Why no guest can boot here without building the image first, with how to fix it; None when one can."""
-    if cannot_run_vms():
-        return cannot_run_vms()
-    if not guest_image.current().exists():
-        return "the guest image is not built: run `.venv/bin/perflab vm build` (about 4 minutes, once, as root)"
-    return None
+    problem = cannot_run_vms()
+    if problem is None and not guest_image.current().exists():
+        problem = "the guest image is not built: run `.venv/bin/perflab vm build` (about 4 minutes, once, as root)"
+    return problem
 
 
 @functools.cache
@@ -290,8 +290,9 @@ def _profile_lock(machine: VM):
 def up(name: str, progress: bool = True) -> dict:
     """Boot the profile's VM unless it is running; return its vm.json (accel, why, boot time...)."""
     machine = vm(name)
-    if cannot_run_vms():
-        raise PerflabError(cannot_run_vms())
+    problem = cannot_run_vms()
+    if problem:
+        raise PerflabError(problem)
     with _profile_lock(machine):
         if machine.running():
             return machine.info()

@@ -17,7 +17,6 @@ import html
 import io
 import json
 import os
-import pwd
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,13 +49,6 @@ class LearnerState:
         """Exercises the progress file calls passed that a re-grade did not pass: name -> the re-grade's status."""
         return {name: self.regrades[name]["status"] for name, status in self.exercises.items()
                 if status == "passed" and name in self.regrades and self.regrades[name]["status"] != "passed"}
-
-
-def workspace_of(learner: str) -> Path | None:
-    try:
-        return Path(pwd.getpwnam(roster.system_user(learner)).pw_dir) / "work"
-    except KeyError:
-        return None
 
 
 def newest_result(folder: Path) -> dict | None:
@@ -105,7 +97,7 @@ def class_state(learners: list[str], machine) -> list[LearnerState]:
         regrades = {}
     states = []
     for learner in learners:
-        workspace = workspace_of(learner)
+        workspace = roster.workspace_of(learner)
         state = learner_state(learner, workspace, machine) if workspace else LearnerState(learner)
         state.regrades = regrades.get(learner, {})
         states.append(state)

@@ -77,9 +77,8 @@ def regrade(learners: list[str], every: bool = False, say: Callable[[str], None]
     saved = load_regrades()
     lines = []
     for learner in learners or list(workshop.learners):
-        home = Path(pwd.getpwnam(roster.system_user(learner)).pw_dir)
         try:
-            claimed = progress.current(home / "work" / "progress.txt")
+            claimed = progress.current(roster.workspace_of(learner) / "progress.txt")
         except PerflabError:  # unreadable: nothing claimed
             claimed = {}
         for exercise in exercises:

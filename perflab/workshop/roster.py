@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import os
+import pwd
 import re
 import secrets
 from dataclasses import asdict, dataclass, field
@@ -62,6 +63,14 @@ class Workshop:
         scheme = "https" if self.ssl_cert else "http"
         host = f"[{self.ip}]" if ":" in self.ip else self.ip
         return f"{scheme}://{host}:{self.port}"
+
+
+def workspace_of(learner: str) -> Path | None:
+    """The learner's ~/work, or None when their system user is gone."""
+    try:
+        return Path(pwd.getpwnam(system_user(learner)).pw_dir) / "work"
+    except KeyError:
+        return None
 
 
 def learner_environment(workshop: Workshop, learner: str, home: str) -> dict[str, str]:
