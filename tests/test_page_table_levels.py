@@ -248,9 +248,20 @@ def test_a_native_run_measures_this_boot_and_says_what_to_compare(isolated_state
 # ---------------------------------------------------------------- a real pair of boots
 
 @pytest.mark.slow
-def test_a_real_pair_of_emulated_boots_costs_more_with_five_levels():
+def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path():
+    """Each guest runs the paging mode asked for, under TCG with a clock that counts instructions, so a boot's
+    cheapest round recurs to the instruction; both modes count the same fault path to within 1%.
+
+    One pair's sign is not asserted: KASLR lays out every boot anew, which moved a 4-level boot's count by 18
+    instructions per fault here (6,853.1 against 6,834.7; with nokaslr, three boots per mode counted the same),
+    more than the fifth level's ~15. The direction takes three boots per mode: the lab's verdict, whose
+    stability benchmarks/verdict_stability.py measures (the lab's README: reproduced 5 of 5)."""
     five, four = boot_and_measure(5, TINY), boot_and_measure(4, TINY)
     assert (five["paging_levels"], four["paging_levels"]) == (5, 4) and five["icount"] and four["icount"]
     assert all(b["accel"] == "tcg" for b in (five, four))
-    assert extra_per_fault([five, four]) > 0
     assert all(fault_around(s) == 1 for b in (five, four) for s in b["samples"] if s["mode"] == "anon")
+    for boot in (five, four):
+        cheapest = boot_cost(boot)
+        rounds = [per_fault(s) for s in boot["samples"] if s["mode"] == "anon"]
+        assert sum(abs(cost - cheapest) < 1 for cost in rounds) >= 2, (boot["profile"], rounds)
+    assert abs(extra_per_fault([five, four])) < 0.01 * boot_cost(four), (boot_cost(five), boot_cost(four))

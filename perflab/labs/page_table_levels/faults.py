@@ -58,7 +58,8 @@ def boot_cost(boot: dict[str, Any], mode: str = "anon") -> float:
     too), so the cheapest round is the fault path's own cost. A guest kernel also has states: after a few
     rounds, or from the start in some boots, every fault costs about 8 instructions more (the page
     allocator's per-CPU lists are a likely cause; not confirmed). The cheapest round removes that only when a
-    boot has a round in the low state, so boots still differ, and the verdict takes three boots per mode.
+    boot has a round in the low state. And each boot's layout is randomized (KASLR; with nokaslr, boots of one
+    mode counted the same), so boots still differ, and the verdict takes three boots per mode.
     """
     return min(per_fault(s) for s in boot["samples"] if s["mode"] == mode)
 
