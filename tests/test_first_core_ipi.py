@@ -18,10 +18,12 @@ from perflab import journal
 from perflab.errors import PerflabError
 from perflab.knobs import RqAffinity
 from perflab.labs.first_core_ipi import LAB, recorded
+from perflab.labs.first_core_ipi.blockdev import scratch_disk
 from perflab.labs.first_core_ipi.completions import block_plan, judge_block, predicted_cpu
 from perflab.labs.first_core_ipi.procstat import parse_table, read_table
-from perflab.sysfs import default_root
+from perflab.sysfs import SysRoot, default_root
 from perflab.verdict import VERDICTS
+from perflab.vm.profiles import SCRATCH_SERIAL
 
 from conftest import REPO, run_cli
 
@@ -91,6 +93,16 @@ def _sweep(on: dict[str, int]) -> list[dict]:
              "cal": {"0": 0, "1": 0}} for r in range(2) for mode, cpu in on.items()]
 
 
+def test_a_vms_scratch_disk_is_found_by_its_serial(tmp_path):
+    for name, serial in (("vda", "root"), ("vdb", SCRATCH_SERIAL), ("loop0", None)):
+        (tmp_path / "sys" / "block" / name).mkdir(parents=True)
+        if serial:
+            (tmp_path / "sys" / "block" / name / "serial").write_text(serial + "\n")
+    assert scratch_disk(SysRoot(tmp_path)) == Path("/dev/vdb")
+    (tmp_path / "sys" / "block" / "vdb" / "serial").write_text("other\n")
+    assert scratch_disk(SysRoot(tmp_path)) is None
+
+
 def test_the_block_judge_accepts_the_prediction_and_nothing_else():
     plan = {"disk": "vda", "irq": 36, "irq_cpu": 1, "submitter": 0, "shares_llc": True}
     as_predicted, _ = judge_block(plan, _sweep({"0": 1, "1": 1, "2": 0}))
@@ -136,7 +148,7 @@ SWEEP_FOREVER = """
 import sys
 from perflab.labs.first_core_ipi.completions import block_plan, measure_block
 from perflab.labs.first_core_ipi import LAB
-from perflab.sysfs import default_root
+from perflab.sysfs import SysRoot, default_root
 plan = block_plan(LAB.probe(), default_root())
 print("started", flush=True)
 measure_block(plan, rounds=10_000, reads=200, progress=False)
@@ -186,3 +198,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, env, message):
     assert len(lines) == 1 and lines[0].startswith("perflab: "), done.stderr
     assert re.search(message, lines[0]), lines[0]
     assert not list(tmp_path.rglob("*.json")), "a refused run saved a result"
+
+
+# ---------------------------------------------------------------- part 2 in a VM
+
+@pytest.mark.slow
+def test_part_2_in_numa2_reads_its_scratch_disk_from_the_other_socket():
+    """A real boot of numa2 (TCG): its null-co disk has one queue, and a reader on the other socket than the
+    interrupt makes even rq_affinity=1 complete on the reader; every mode lands where blk-mq says."""
+    done = run_cli("run", "first-core-ipi", "--vm", "numa2", "--quick", "--runs", "2", "--json", timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(Path(json.loads(done.stdout)["results"]).read_text())
+    plan, samples = result["block"]["plan"], result["block"]["samples"]
+    assert plan["disk"] == "vdb" and plan["queues"] == 1 and not plan["shares_llc"], plan
+    assert predicted_cpu("1", plan) == plan["submitter"] != plan["irq_cpu"]
+    assert judge_block(plan, samples)[0], judge_block(plan, samples)[1]

@@ -176,6 +176,18 @@ def test_welch_t_test_matches_scipy():
         assert p == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-300)
 
 
+def test_mean_difference_matches_scipys_welch_interval():
+    """The interval is computed by hand (the guests' scipy 1.10 has none); the host's scipy has it to compare."""
+    for a, b in random_pairs():
+        ref = sps.ttest_ind(b, a, equal_var=False)
+        for confidence in (0.9, 0.95, 0.99):
+            difference, low, high, p = stats.mean_difference(a, b, confidence)
+            interval = ref.confidence_interval(confidence)
+            assert difference == pytest.approx(np.mean(b) - np.mean(a), rel=1e-10)
+            assert (low, high) == (pytest.approx(interval.low, rel=1e-9), pytest.approx(interval.high, rel=1e-9))
+            assert p == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-300)
+
+
 def test_mann_whitney_u_matches_scipy():
     r = rng(9)
     tied = (r.integers(0, 5, 12).astype(float), r.integers(1, 6, 15).astype(float))

@@ -46,6 +46,13 @@ def test_numa_arguments_put_each_socket_in_its_own_node():
     assert "size=1024M" in args
 
 
+def test_only_a_profile_that_asks_gets_a_scratch_disk_of_one_queue_on_null_co():
+    numa2 = " ".join(profiles.scratch_disk_args(profiles.load("numa2")))
+    assert f"driver=null-co,node-name=scratch,size={64 << 20},read-zeroes=on" in numa2
+    assert "num-queues=1" in numa2 and f"serial={profiles.SCRATCH_SERIAL}" in numa2
+    assert profiles.scratch_disk_args(profiles.load("default")) == []
+
+
 def test_la57_is_on_only_where_the_profile_asks():
     assert "max,la57=on,vendor=GenuineIntel" in profiles.machine_args(profiles.load("la57"), "tcg")
     assert "max,la57=off,vendor=GenuineIntel" in profiles.machine_args(profiles.load("default"), "tcg")
@@ -93,6 +100,8 @@ def test_qemu_gets_no_network_and_a_read_only_project_tree(tmp_path):
     assert not any(flag in argv for flag in ("-nic", "-netdev", "-net"))
     assert "tcp:" not in text and "telnet" not in text  # the host side is Unix sockets only
     assert "security_model=none,readonly=on" in text and "snapshot=on" in text
+    assert "null-co" not in text and "null-co" in " ".join(
+        machine.qemu_argv(machine.vm("numa2"), tmp_path / "d", tmp_path / "k", tmp_path / "i", "tcg"))
 
 
 def test_line_reader_reassembles_split_messages_and_skips_noise():

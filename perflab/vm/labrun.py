@@ -34,11 +34,13 @@ def run_lab(lab: str, profile: str, run_args: list[str], progress: bool = True) 
         if execute(machine, ["python3", "-m", "perflab", "probe", "--json"], stdout=probe_out) != 0:
             raise PerflabError(f"the probe failed inside {profile}; try `perflab vm run {profile} -- python3 -m perflab probe`")
         guest_probe = json.loads(probe_out.getvalue())
-        verdict_out = io.BytesIO()
-        code = execute(machine, lab_argv(run_args), stdout=verdict_out,
-                       stderr=None if progress else io.BytesIO(), env={"PERFLAB_RESULTS": GUEST_RESULTS})
+        verdict_out, quiet_err = io.BytesIO(), None if progress else io.BytesIO()
+        code = execute(machine, lab_argv(run_args), stdout=verdict_out, stderr=quiet_err,
+                       env={"PERFLAB_RESULTS": GUEST_RESULTS})
         if code != 0:
-            raise PerflabError(f"{lab} failed inside {profile} (exit code {code}); its error is printed above")
+            said = quiet_err.getvalue().decode(errors="replace").strip().splitlines()[-1:] if quiet_err else []
+            raise PerflabError(f"{lab} failed inside {profile} (exit code {code}): "
+                               + (said[0] if said else "its error is printed above"))
         verdict = json.loads(verdict_out.getvalue())
         vm = vm_block(machine.info())  # read now: a VM booted for this run is gone after the block
         copied = bring_back(machine.exchange / "results", results_dir(), vm, guest_probe)

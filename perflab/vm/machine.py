@@ -34,7 +34,7 @@ from ..lock import exclusive
 from ..paths import REPO_ROOT
 from . import image as guest_image
 from .image import say
-from .profiles import Profile, check_name, load, machine_args
+from .profiles import Profile, check_name, load, machine_args, scratch_disk_args
 from .protocol import PORT_NAME, LineReader, encode, pack, unpack
 
 QEMU = "qemu-system-x86_64"
@@ -209,6 +209,7 @@ def qemu_argv(machine: VM, disk: Path, kernel: Path, initrd: Path, accel: str) -
         "-kernel", str(kernel), "-initrd", str(initrd), "-append", " ".join(append),
         # snapshot=on: the guest's writes go to a temporary overlay, so the cached image never changes
         "-drive", f"file={disk},if=virtio,format=raw,snapshot=on",
+        *scratch_disk_args(profile),
         "-fsdev", f"local,id=project,path={REPO_ROOT},security_model=none,readonly=on",
         "-device", "virtio-9p-pci,fsdev=project,mount_tag=perflab",
         "-fsdev", f"local,id=exchange,path={machine.exchange},security_model=none",

@@ -17,6 +17,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 MAX_CPUS = 256  # QEMU's q35 machine takes up to 288 vCPUs; more than this is a typo, not a lab
 ICOUNT = re.compile(r"shift=(\d|10|auto)(,sleep=(on|off))?(,align=(on|off))?")  # the -icount forms a lab needs
 MEMORY_MIB = (256, 65536)  # the guest boots in 256 MiB; 64 GiB is more than any lab needs or a laptop has
+SCRATCH_SERIAL = "perflab-scratch"  # the guest finds its scratch disk by this serial (/sys/block/*/serial)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Profile:
     kernel: str = "standard"
     kernel_args: list[str] = field(default_factory=list)
     icount: str = ""  # QEMU's -icount: the guest clock counts instructions (TCG only), e.g. "shift=0,sleep=off"
+    scratch_disk_mib: int = 0  # a one-queue virtio disk that reads zeroes and costs the host no I/O (0: none)
     boot_timeout_s: int = 240  # TCG on two host cores; KVM boots in a few seconds
 
     @property
@@ -44,7 +46,8 @@ class Profile:
         if self.numa_nodes > 1:
             text += f", {self.numa_nodes} NUMA nodes"
         return (text + f", {self.memory_mib // 1024} GiB" + (", la57" if self.la57 else "")
-                + (f", icount {self.icount}" if self.icount else ""))
+                + (f", icount {self.icount}" if self.icount else "")
+                + (f", a {self.scratch_disk_mib} MiB scratch disk" if self.scratch_disk_mib else ""))
 
 
 def _whole(low: int, high: int):
@@ -72,6 +75,7 @@ KEYS = {
     "kernel_args": (_kernel_args, 'a list of words, e.g. ["quiet", "no5lvl"]'),
     "icount": (lambda v: isinstance(v, str) and ICOUNT.fullmatch(v) is not None,
                'QEMU\'s -icount value, e.g. "shift=0,sleep=off" (shift 0 to 10 or auto)'),
+    "scratch_disk_mib": _whole(0, 1 << 20),
     "boot_timeout_s": _whole(10, 3600),
 }
 REQUIRED = [f.name for f in fields(Profile)
@@ -173,3 +177,13 @@ def machine_args(profile: Profile, accel: str) -> list[str]:
             for dst in range(src + 1, profile.numa_nodes):
                 args += ["-numa", f"dist,src={src},dst={dst},val={profile.numa_distance}"]
     return args
+
+
+def scratch_disk_args(profile: Profile) -> list[str]:
+    """The profile's scratch disk: QEMU's null-co driver answers every read with zeroes and touches no file, so
+    a lab can read it as fast as it likes; one queue, so the guest's rq_affinity decides where reads complete."""
+    if not profile.scratch_disk_mib:
+        return []
+    return ["-blockdev", f"driver=null-co,node-name=scratch,size={profile.scratch_disk_mib << 20},read-zeroes=on",
+            # A PCI slot after the automatic ones: the guest names virtio disks in slot order, and root is vda.
+            "-device", f"virtio-blk-pci,drive=scratch,num-queues=1,serial={SCRATCH_SERIAL},addr=0x10"]

@@ -1,8 +1,9 @@
 """The disk under the block part of lab 3: which disk a file is on, its hardware queues, its interrupts.
 
-The reads go to PERFLAB_BLOCK_DEVICE (a block device, or a file on one) or,
-by default, to a 16 MiB scratch file in the build folder, on the disk that
-holds the checkout. The disk is found from the file's device number in
+The reads go to PERFLAB_BLOCK_DEVICE (a block device, or a file on one); in a
+VM whose profile gives it a scratch disk (numa2), to that disk; else to a
+16 MiB scratch file in the build folder, on the disk that holds the checkout.
+The disk is found from the file's device number in
 /sys/dev/block; a partition is replaced by the disk it is on.
 """
 
@@ -18,6 +19,7 @@ from ...errors import PerflabError
 from ...knobs import disk_irqs
 from ...paths import RUN_BUILD_DIR
 from ...sysfs import SysRoot
+from ...vm.profiles import SCRATCH_SERIAL
 from .. import CannotShow
 
 DEVICE_ENV = "PERFLAB_BLOCK_DEVICE"
@@ -34,8 +36,17 @@ class Disk:
     irqs: tuple[int, ...]  # the MSI vectors of its device
 
 
-def read_path() -> Path:
-    """PERFLAB_BLOCK_DEVICE if set (checked), else the scratch file, written once with random bytes."""
+def scratch_disk(root: SysRoot) -> Path | None:
+    """The scratch disk a VM profile gives its guest (QEMU's null-co, found by its serial), if this machine has one."""
+    for name in root.listdir("/sys/block"):
+        if root.read(f"/sys/block/{name}/serial") == SCRATCH_SERIAL:
+            return Path("/dev") / name
+    return None
+
+
+def read_path(root: SysRoot) -> Path:
+    """PERFLAB_BLOCK_DEVICE if set (checked), else a VM's scratch disk, else the scratch file, written once with
+    random bytes."""
     given = os.environ.get(DEVICE_ENV)
     if given:
         path = Path(given)
@@ -47,6 +58,8 @@ def read_path() -> Path:
         if not (stat.S_ISBLK(mode) or stat.S_ISREG(mode)):
             raise PerflabError(f"{DEVICE_ENV}={given} is neither a block device nor a file: give e.g. /dev/vdb")
         return path
+    if (disk := scratch_disk(root)) is not None:
+        return disk
     if not SCRATCH.exists() or SCRATCH.stat().st_size < SCRATCH_BYTES:
         SCRATCH.parent.mkdir(parents=True, exist_ok=True)
         partial = SCRATCH.with_suffix(".partial")
@@ -74,7 +87,7 @@ def disk_name(path: Path, root: SysRoot) -> str:
 
 
 def find_disk(root: SysRoot) -> Disk:
-    path = read_path()
+    path = read_path(root)
     name = disk_name(path, root)
     queues = len([q for q in root.listdir(f"/sys/block/{name}/mq") if q.isdigit()])
     return Disk(str(path), name, queues, tuple(disk_irqs(root, name)))

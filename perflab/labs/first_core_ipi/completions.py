@@ -59,8 +59,11 @@ def block_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
     if len(targets) != 1 or not others:
         return {"skipped": f"interrupt {busiest} of {disk.name} goes to CPUs {targets}: the lab needs it on one CPU "
                            "and another CPU to read from"}
-    irq_cpu, submitter = targets[0], others[-1]
-    shares_llc = any(irq_cpu in group and submitter in group for group in machine.llc_groups())
+    irq_cpu = targets[0]
+    sharing = {cpu for group in machine.llc_groups() if irq_cpu in group for cpu in group}
+    # A reader across a cache boundary where there is one (numa2's other socket): there even mode 1 sends an IPI.
+    submitter = next((cpu for cpu in reversed(others) if cpu not in sharing), others[-1])
+    shares_llc = submitter in sharing
     return {"disk": disk.name, "read_path": disk.read_path, "queues": disk.queues, "irq": busiest,
             "irq_cpu": irq_cpu, "submitter": submitter, "shares_llc": shares_llc}
 

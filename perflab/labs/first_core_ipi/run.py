@@ -135,7 +135,8 @@ class FirstCoreIpi(Lab):
     IN_A_VM = ("in a VM the interrupt counts are the guest kernel's and hold; KVM's paravirtual TLB flush skips a "
                "vCPU the host has preempted, so a busy host lowers the count per operation, and the victim's gaps "
                "include the host's preemptions")
-    CANNOT_SHOW = ("Any machine with two CPUs shows part 1, in a VM too: `perflab run first-core-ipi --vm default`")
+    CANNOT_SHOW = ("Any machine with two CPUs shows part 1, in a VM too: `perflab run first-core-ipi --vm default`; "
+                   "`--vm numa2` shows part 2 as well, on a one-queue scratch disk across two sockets")
 
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
         """`runs` caps part 1's race and sets part 2's rounds; a confidence interval needs two."""
