@@ -263,14 +263,14 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
     if stdev(xa) == 0 and stdev(xb) == 0:
         raise PerflabError("both samples are constant, so a t-test is undefined: check that the benchmark really ran")
     found = sps.ttest_ind(xa, xb, equal_var=False)
-    return float(found.statistic), welch_df(xa, xb), float(found.pvalue)
+    return float(found.statistic), welch_error_and_df(xa, xb)[1], float(found.pvalue)
 
 
-def welch_df(a: list[float], b: list[float]) -> float:
-    """The Welch-Satterthwaite degrees of freedom. scipy's t-test reports them only from 1.11 on; Debian 12's
-    scipy (1.10), which the VM guests run, has neither the df nor the confidence interval."""
+def welch_error_and_df(a: list[float], b: list[float]) -> tuple[float, float]:
+    """The standard error of mean(b) - mean(a) and its Welch-Satterthwaite degrees of freedom. scipy's t-test
+    reports the df and interval only from 1.11 on; Debian 12's scipy (1.10), which the VM guests run, has neither."""
     va, vb = stdev(a) ** 2 / len(a), stdev(b) ** 2 / len(b)
-    return (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return math.sqrt(va + vb), (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
 
 
 def mean_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float, float]:
@@ -289,8 +289,8 @@ def mean_difference(a: Sequence[float], b: Sequence[float], confidence: float = 
     with warnings.catch_warnings():  # nearly identical samples (instruction counts) are exact enough here
         warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
         found = sps.ttest_ind(xb, xa, equal_var=False)
-    half_width = t_quantile((1 + confidence) / 2, welch_df(xa, xb)) * math.sqrt(
-        stdev(xa) ** 2 / len(xa) + stdev(xb) ** 2 / len(xb))
+    error, df = welch_error_and_df(xa, xb)
+    half_width = t_quantile((1 + confidence) / 2, df) * error
     return difference, difference - half_width, difference + half_width, float(found.pvalue)
 
 
