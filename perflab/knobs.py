@@ -146,6 +146,40 @@ class IrqAffinity(Knob):
                                "driver spreads them over the CPUs itself)") from None
 
 
+class TracefsMount(Knob):
+    """tracefs at /sys/kernel/tracing: perf's tracepoints and the kernel's tracers need it mounted.
+
+    Journaled like a kernel setting, so a run that mounted it unmounts it again.
+    """
+
+    kind = "tracefs_mount"
+    MOUNT_POINT = "/sys/kernel/tracing"
+    MEANINGS = {"unmounted": "tracefs not mounted", "mounted": f"tracefs mounted at {MOUNT_POINT}"}
+
+    @property
+    def path(self) -> str:
+        return self.MOUNT_POINT
+
+    def available(self) -> bool:
+        return self.read() is not None
+
+    def read(self) -> str | None:
+        """"mounted", "unmounted", or None when the kernel has no tracefs."""
+        if self.root.exists(f"{self.MOUNT_POINT}/available_events"):
+            return "mounted"
+        filesystems = self.root.read("/proc/filesystems") or ""
+        return "unmounted" if "tracefs" in filesystems.split() else None
+
+    def write(self, value: str) -> None:
+        if not self.root.is_live:
+            raise PerflabError(f"{self.label}: mounting works only on the live machine, not in {self.root.root}")
+        commands = {"mounted": ["mount", "-t", "tracefs", "nodev", self.MOUNT_POINT],
+                    "unmounted": ["umount", self.MOUNT_POINT]}
+        if value not in commands:
+            raise PerflabError(f"{self.label}: the value is mounted or unmounted, not {value!r}")
+        run_as_root(commands[value], "mounting", "util-linux")
+
+
 class LearnerAccount(Knob):
     """A workshop learner's system user with a private home: learners cannot read each other's work.
 
@@ -171,29 +205,31 @@ class LearnerAccount(Knob):
         if not self.root.is_live:
             raise PerflabError(f"{self.label}: system users exist only on the live machine, not in {self.root.root}")
         if value == "present":
-            self._run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash",
-                       "--comment", "perflab workshop learner", self.target])
+            run_as_root(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash",
+                         "--comment", "perflab workshop learner", self.target], "creating users", "passwd")
             home = pwd.getpwnam(self.target).pw_dir
-            self._run(["chmod", "0700", home])
+            run_as_root(["chmod", "0700", home], "creating users", "coreutils")
         elif value == "absent":
             subprocess.run(["pkill", "-KILL", "-u", self.target], capture_output=True)  # userdel refuses a user with processes
-            self._run(["userdel", "--remove", self.target])
+            run_as_root(["userdel", "--remove", self.target], "removing users", "passwd")
         else:
             raise PerflabError(f"{self.label}: the value is present or absent, not {value!r}")
 
-    def _run(self, argv: list[str]) -> None:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True)
-        except FileNotFoundError:
-            raise PerflabError(f"{argv[0]} is missing: install Debian's passwd package") from None
-        if done.returncode != 0:
-            message = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise PerflabError(f"{' '.join(argv[:1] + argv[-1:])} failed: {message}; creating and removing users "
-                               "needs root: run as root or with sudo")
+
+def run_as_root(argv: list[str], doing: str, package: str) -> None:
+    """Run a system command that changes the machine; its failure is one line that says why and what to do."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise PerflabError(f"{argv[0]} is missing: install Debian's {package} package") from None
+    if done.returncode != 0:
+        message = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise PerflabError(f"{' '.join(argv[:1] + argv[-1:])} failed: {message}; {doing} needs root: run as root "
+                           "or with sudo")
 
 
 KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalancing, RqAffinity, IrqAffinity,
-                                                    LearnerAccount)}
+                                                    TracefsMount, LearnerAccount)}
 
 
 def governors(root: SysRoot) -> list[Governor]:
@@ -221,7 +257,7 @@ def disk_irqs(root: SysRoot, disk: str) -> list[int]:
 def used_by_labs(root: SysRoot | None = None) -> list[Knob]:
     """Every knob a lab may change or a run may depend on, as far as this machine has it."""
     root = root or default_root()
-    found: list[Knob] = [*governors(root), Turbo(root=root), NumaBalancing(root=root)]
+    found: list[Knob] = [*governors(root), Turbo(root=root), NumaBalancing(root=root), TracefsMount(root=root)]
     for disk in disks(root):
         found.append(RqAffinity(disk, root))
         found += [IrqAffinity(str(irq), root) for irq in disk_irqs(root, disk)]

@@ -16,10 +16,10 @@ import pytest
 
 from perflab import journal
 from perflab.errors import PerflabError
-from perflab.knobs import RqAffinity
-from perflab.labs.first_core_ipi import LAB, recorded
+from perflab.knobs import RqAffinity, TracefsMount
+from perflab.labs.first_core_ipi import LAB, recorded, tracepoints
 from perflab.labs.first_core_ipi.blockdev import scratch_disk
-from perflab.labs.first_core_ipi.completions import block_plan, judge_block, predicted_cpu
+from perflab.labs.first_core_ipi.completions import block_plan, forced_irq_threads, judge_block, predicted_cpu
 from perflab.labs.first_core_ipi.procstat import parse_table, read_table
 from perflab.sysfs import SysRoot, default_root
 from perflab.verdict import VERDICTS
@@ -103,6 +103,21 @@ def test_a_vms_scratch_disk_is_found_by_its_serial(tmp_path):
     assert scratch_disk(SysRoot(tmp_path)) is None
 
 
+@pytest.mark.parametrize("realtime, cmdline, reason", [
+    (None, "root=/dev/vda ro", None), ("1", "root=/dev/vda ro", "PREEMPT_RT"),
+    (None, "root=/dev/vda threadirqs", "threadirqs")])
+def test_a_kernel_that_threads_every_interrupt_skips_the_sweep(tmp_path, realtime, cmdline, reason):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cmdline").write_text(cmdline + "\n")
+    if realtime:
+        (tmp_path / "sys" / "kernel").mkdir(parents=True)
+        (tmp_path / "sys" / "kernel" / "realtime").write_text(realtime + "\n")
+    found = forced_irq_threads(SysRoot(tmp_path))
+    assert found is None if reason is None else reason in found
+    if reason:
+        assert "blk_mq_complete_need_ipi" in block_plan(LAB.probe(), SysRoot(tmp_path))["skipped"]
+
+
 def test_the_block_judge_accepts_the_prediction_and_nothing_else():
     plan = {"disk": "vda", "irq": 36, "irq_cpu": 1, "submitter": 0, "shares_llc": True}
     as_predicted, _ = judge_block(plan, _sweep({"0": 1, "1": 1, "2": 0}))
@@ -126,6 +141,7 @@ def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path,
     monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
     plan = block_plan(LAB.probe(), default_root())
     before = None if "skipped" in plan else RqAffinity(plan["disk"]).read()
+    tracefs_before = TracefsMount().read()
     verdict = LAB.run(quick=True, progress=False)
     assert verdict.verdict in VERDICTS
     result = verdict.result
@@ -138,10 +154,31 @@ def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path,
         assert RqAffinity(plan["disk"]).read() == before
     else:
         assert any("not measured" in note for note in verdict.notes)
+    assert TracefsMount().read() == tracefs_before
     saved = json.loads(Path(verdict.results).read_text())
     assert saved["verdict"]["verdict"] == verdict.verdict
     titles = [title for title, _ in LAB.figures(verdict)]
     assert titles[0] == "Interrupts on the bystander per aggressor operation"
+
+
+def test_perf_names_the_ipis_a_bystander_takes_and_leaves_tracefs_as_it_was():
+    machine = LAB.probe()
+    if reason := tracepoints.why_not(machine):
+        pytest.skip(reason)
+    tracefs_before = TracefsMount().read()
+    victim, aggressor = machine.online_cpus[-1], machine.online_cpus[-2]
+    counted = tracepoints.count_workloads(victim, aggressor, 2000, 200, {"skipped": "not this test"}, machine, False)
+    assert TracefsMount().read() == tracefs_before
+    assert [run["workload"] for run in counted["runs"]] == [
+        "munmap, shared process", "munmap, separate process", "mprotect, shared process", "membarrier, shared process"]
+
+    def ipis(workload: str) -> int:
+        run = next(r for r in counted["runs"] if r["workload"] == workload)
+        return sum(run["counts"][label][str(victim)] for label in
+                   ("function-call IPIs", "single-CPU function-call IPIs"))
+    assert ipis("munmap, shared process") > ipis("munmap, separate process")
+    notes = tracepoints.notes(counted, victim, {})
+    assert any(f"per munmap, shared process, on CPU {victim} (the victim)" in note for note in notes)
 
 
 SWEEP_FOREVER = """

@@ -16,7 +16,8 @@ import pytest
 from conftest import FIXTURE_MACHINES, REPO, run_cli
 from perflab import journal, system
 from perflab.errors import PerflabError
-from perflab.knobs import Governor, IrqAffinity, NumaBalancing, RqAffinity, Turbo, disk_irqs, used_by_labs
+from perflab.knobs import (Governor, IrqAffinity, NumaBalancing, RqAffinity, TracefsMount, Turbo, disk_irqs,
+                           used_by_labs)
 from perflab.labs import Lab
 from perflab.results import new_result
 from perflab.sysfs import SysRoot
@@ -179,3 +180,61 @@ def test_a_damaged_journal_line_is_skipped_not_fatal(tree, capsys):
     NumaBalancing(root=root).write("0")
     assert journal.recover(root) == ["numa_balancing back to '1'"]
     assert "damaged line" in capsys.readouterr().err and NumaBalancing(root=root).read() == "1"
+
+
+# ---------------------------------------------------------------- tracefs, mounted through the journal
+
+def test_tracefs_reads_mounted_unmounted_or_absent(tmp_path):
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    knob = TracefsMount(root=SysRoot(tmp_path))
+    (proc / "filesystems").write_text("nodev\tsysfs\n")
+    assert knob.read() is None and not knob.available()
+    (proc / "filesystems").write_text("nodev\tsysfs\nnodev\ttracefs\n")
+    assert knob.read() == "unmounted" and knob.available()
+    (tmp_path / "sys" / "kernel" / "tracing").mkdir(parents=True)
+    (tmp_path / "sys" / "kernel" / "tracing" / "available_events").write_text("irq:softirq_entry\n")
+    assert knob.read() == "mounted"
+    with pytest.raises(PerflabError, match="only on the live machine"):
+        knob.write("unmounted")
+
+
+def _live_tracefs() -> TracefsMount:
+    knob = TracefsMount()
+    if os.geteuid() != 0 or knob.read() is None:
+        pytest.skip("needs root and a kernel with tracefs")
+    return knob
+
+
+MOUNT_AND_WAIT = """
+from perflab.journal import SystemChanges
+from perflab.knobs import TracefsMount
+with SystemChanges() as changes:
+    changes.set(TracefsMount(), "mounted")
+    print("mounted", flush=True)
+    input()
+"""
+
+
+def test_tracefs_mounted_for_a_run_is_unmounted_after_it_and_after_a_kill_9():
+    knob = _live_tracefs()
+    before = knob.read()
+    with journal.SystemChanges() as changes:
+        changes.set(knob, "mounted")
+        assert knob.read() == "mounted"
+    assert knob.read() == before
+    if before == "mounted":
+        return  # this machine mounts tracefs itself: a run leaves it so and there is nothing to recover
+    holder = subprocess.Popen([sys.executable, "-c", MOUNT_AND_WAIT], cwd=REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "mounted"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        assert knob.read() == "mounted"  # nothing ran after kill -9...
+        assert "tracefs_mount back to 'unmounted'" in journal.recover()  # ...until the next run replays the journal
+        assert knob.read() == "unmounted"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        journal.recover()

@@ -142,8 +142,15 @@ def test_la57_and_no5lvl_page_table_levels(profile, levels):
         assert done.stdout.splitlines()[-1] == "0", "with no5lvl the kernel hides the la57 flag"
 
 
-def test_wide_has_eight_vcpus_smt_and_the_rt_tracers():
-    facts = guest_json("wide", "python3", "-m", "perflab", "probe", "--json")["facts"]
+def test_wide_has_eight_vcpus_smt_the_rt_tracers_and_their_tools():
+    done = run_cli("vm", "run", "wide", "--", "sh", "-c",
+                   "for t in rtla oslat trace-cmd; do command -v $t; done; cat /sys/kernel/realtime; "
+                   "python3 -m perflab probe --json",
+                   timeout=900)
+    assert done.returncode == 0, done.stderr
+    *tools, realtime, probe = done.stdout.split("\n", 4)
+    assert tools == ["/usr/bin/rtla", "/usr/bin/oslat", "/usr/bin/trace-cmd"] and realtime == "1"
+    facts = json.loads(probe)["facts"]
     assert facts["online_cpus"]["value"] == list(range(8))
     assert facts["threads_per_core"]["value"] == 2 and facts["packages"]["value"] == 2
     assert {"osnoise", "timerlat"} <= set(facts["ftrace_tracers"]["value"])

@@ -10,7 +10,7 @@ set -eu
 # the guest has no network).
 PACKAGES="
 linux-image-amd64 linux-image-rt-amd64 initramfs-tools kmod
-linux-perf bpftrace bpfcc-tools python3-bpfcc
+linux-perf bpftrace bpfcc-tools python3-bpfcc trace-cmd rtla rt-tests
 fio stress-ng numactl hwloc-nox util-linux procps iproute2 zstd
 build-essential make clang coz-profiler
 python3 python3-numpy python3-tqdm python3-matplotlib

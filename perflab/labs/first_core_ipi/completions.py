@@ -38,6 +38,10 @@ def rotated(items: tuple, by: int) -> list:
 
 def block_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
     """The disk, its completion interrupt's CPU and a submitting CPU elsewhere; or why part 2 cannot run here."""
+    if reason := forced_irq_threads(root):
+        return {"skipped": f"{reason}: every interrupt runs in a thread, and blk-mq never sends a completion to "
+                           "another CPU when it would only wake that CPU's ksoftirqd (blk_mq_complete_need_ipi); "
+                           "boot a standard kernel to sweep rq_affinity (`--vm numa2`)"}
     try:
         disk = find_disk(root)
     except CannotShow as reason:
@@ -66,6 +70,15 @@ def block_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
     shares_llc = submitter in sharing
     return {"disk": disk.name, "read_path": disk.read_path, "queues": disk.queues, "irq": busiest,
             "irq_cpu": irq_cpu, "submitter": submitter, "shares_llc": shares_llc}
+
+
+def forced_irq_threads(root: SysRoot) -> str | None:
+    """Why this kernel threads every interrupt (a PREEMPT_RT kernel, or `threadirqs`), or None."""
+    if root.read("/sys/kernel/realtime") == "1":
+        return "this is a PREEMPT_RT kernel"
+    if "threadirqs" in (root.read("/proc/cmdline") or "").split():
+        return "this kernel was booted with threadirqs"
+    return None
 
 
 # ANCHOR: predict

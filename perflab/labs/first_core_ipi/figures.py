@@ -79,6 +79,28 @@ def block_figure(result: dict[str, Any]) -> Figure:
     return figure
 
 
+def tracepoints_figure(counted: dict[str, Any]) -> Figure:
+    """One heatmap per tracepoint: each workload (rows) on each CPU (columns), per operation or read."""
+    runs = counted["runs"]
+    labels = list(runs[0]["counts"])
+    cpus = sorted(int(c) for c in runs[0]["counts"][labels[0]])
+    figure = Figure(figsize=(3.2 * len(labels), 0.55 * len(runs) + 1.6))
+    axes = figure.subplots(1, len(labels), sharey=True)
+    grids = {label: [[run["counts"][label][str(c)] / run["times"] for c in cpus] for run in runs] for label in labels}
+    top = max(1.0, *(value for grid in grids.values() for row in grid for value in row))  # one scale for all
+    for ax, label in zip(axes, labels):
+        ax.imshow(grids[label], cmap="Reds", vmin=0, vmax=top, aspect="auto")
+        for y, row in enumerate(grids[label]):
+            for x, value in enumerate(row):
+                ax.text(x, y, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if value > top / 2 else "black")
+        ax.set_xticks(range(len(cpus)), [f"CPU {c}" for c in cpus], fontsize=8)
+        ax.set_title(f"{label}\n({counted['events'][label]})", fontsize=8)
+    axes[0].set_yticks(range(len(runs)), [f"per {run['workload']}" for run in runs], fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
 def original_case_figure(data: dict[str, Any] | None = None) -> Figure:
     """The original case's CAL and TLB rows: the hot CPU's count against the range the report gives for the others."""
     data = data or recorded.load()
@@ -106,4 +128,7 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
              ("The bystander's gaps in its own timeline", gaps_figure(result))]
     if result["block"]["samples"]:
         shown.append(("Where block completions ran, per rq_affinity mode", block_figure(result)))
+    if result.get("tracepoints", {}).get("runs"):
+        shown.append(("The same interrupts as perf's tracepoints name them, on every CPU",
+                      tracepoints_figure(result["tracepoints"])))
     return shown

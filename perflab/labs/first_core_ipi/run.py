@@ -19,6 +19,7 @@ from ...sequential import DECIDED, MAX_RUNS, Plan, Race, race
 from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
+from . import tracepoints
 from .completions import block_plan, judge_block, measure_block
 from .procstat import read_table
 
@@ -164,6 +165,8 @@ class FirstCoreIpi(Lab):
         plan = block_plan(machine, default_root())  # first: a bad PERFLAB_BLOCK_DEVICE stops the run at once
         result["bystander"] = measure_bystander(placement, settings, progress)
         result["block"] = {"plan": plan, "samples": [] if "skipped" in plan else measure_block(plan, settings.block_rounds, settings.reads, progress)}
+        result["tracepoints"] = tracepoints.count_workloads(placement.victim, placement.aggressor, settings.ops,
+                                                            settings.reads, plan, machine, progress)
         return result
 
     def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
@@ -183,6 +186,8 @@ class FirstCoreIpi(Lab):
                          f"{plan['irq_cpu']}, reads from CPU {plan['submitter']} ("
                          f"{'sharing' if plan['shares_llc'] else 'not sharing'} a last-level cache)")
             notes += block_notes
+        if "tracepoints" in result:  # results saved before part 3 was added have none
+            notes += tracepoints.notes(result["tracepoints"], victim, plan)
         shown = f"{effect.text()}"
         if verdict == "reproduced" and block_ok is False:
             return Verdict(self.name, "not-reproduced", f"{shown}; but block completions did not land where "
