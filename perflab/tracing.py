@@ -77,8 +77,8 @@ def parse_per_cpu(text: str, tracepoints: tuple[Tracepoint, ...],
 
 
 def count_per_cpu(tracepoints: tuple[Tracepoint, ...], events: dict[str, str | None],
-                  command: list[str]) -> tuple[str, dict[str, dict[int, int]]]:
-    """Run `command` under perf stat: (its stdout, label -> {cpu: count})."""
+                  command: list[str]) -> dict[str, dict[int, int]]:
+    """Run `command` under perf stat: label -> {cpu: count} while it ran."""
     if shutil.which("perf") is None:
         raise PerflabError("perf is missing: install Debian's linux-perf package")
     with tempfile.TemporaryDirectory(prefix="perflab-perf-") as folder:
@@ -87,4 +87,4 @@ def count_per_cpu(tracepoints: tuple[Tracepoint, ...], events: dict[str, str | N
         if done.returncode != 0:
             message = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise PerflabError(f"perf stat on tracepoints failed: {message}")
-        return done.stdout, parse_per_cpu(output.read_text(), tracepoints, events)
+        return parse_per_cpu(output.read_text(), tracepoints, events)

@@ -76,7 +76,10 @@ def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: dic
                               "-n", str(reads), "-i", os.path.join(folder, "block")]))
         for workload, times, watched, command in tqdm(commands, desc="perf: tracepoints per CPU",
                                                       disable=not progress, file=sys.stderr, leave=False):
-            _, counts = count_per_cpu(TRACEPOINTS, events, command)
+            try:
+                counts = count_per_cpu(TRACEPOINTS, events, command)
+            except PerflabError as err:  # parts 1 and 2 are measured already: keep them, say why this failed
+                return {"skipped": str(err)}
             runs.append({"workload": workload, "times": times, "watched": watched,
                          "counts": {label: {str(cpu): n for cpu, n in per_cpu.items()}
                                     for label, per_cpu in counts.items()}})
