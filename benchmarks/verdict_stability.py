@@ -1,7 +1,7 @@
 """Verdict stability: each lab's quick run, repeated, on this machine. How often does each verdict come out,
 and how long does a quick run take?
 
-usage: .venv/bin/python benchmarks/verdict_stability.py [LAB ...] [--repeat N] [--json]
+usage: .venv/bin/python benchmarks/verdict_stability.py [LAB ...] [--repeat N] [--vm PROFILE] [--json]
 
 A learner runs a lab once and believes its verdict, so a lab whose verdict
 flips from run to run is a defect. The target: the same verdict in at least
@@ -17,6 +17,7 @@ examples:
   .venv/bin/python benchmarks/verdict_stability.py
   .venv/bin/python benchmarks/verdict_stability.py loop-alignment --repeat 20
   .venv/bin/python benchmarks/verdict_stability.py --repeat 3 --json
+  .venv/bin/python benchmarks/verdict_stability.py first-core-ipi --vm numa2   # each run boots the VM
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ from perflab.text import table  # noqa: E402
 TARGET_SHARE, TARGET_SECONDS = 0.9, 60
 
 
-def quick_run(lab: str, folder: Path) -> tuple[str, float]:
-    """One `perflab run LAB --quick --json` as a learner would start it: (verdict, wall seconds)."""
+def quick_run(lab: str, folder: Path, vm: list[str]) -> tuple[str, float]:
+    """One `perflab run LAB --quick --json [--vm PROFILE]` as a learner would start it: (verdict, wall seconds)."""
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "perflab", "run", lab, "--quick", "--json"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "perflab", "run", lab, "--quick", "--json", *vm], capture_output=True,
                           text=True, cwd=REPO, env={**os.environ, "PERFLAB_RESULTS": str(folder)}, timeout=900)
     seconds = time.monotonic() - start
     if done.returncode != 0:
@@ -73,6 +74,7 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("labs", nargs="*", default=available(), help="labs to run (default: every ready lab)")
     parser.add_argument("--repeat", type=int, default=10, help="quick runs of each lab (default 10)")
+    parser.add_argument("--vm", metavar="PROFILE", help="run each lab in this VM (vm/PROFILE.toml), booted per run")
     parser.add_argument("--json", action="store_true", help="print the raw runs as JSON instead of the table")
     args = parser.parse_args()
     unknown = sorted(set(args.labs) - set(available()))
@@ -82,11 +84,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="perflab-stability-") as folder:
         for round_ in range(args.repeat):  # labs take turns, so a slow hour of the host hits all of them
             for lab in args.labs:
-                runs[lab].append(quick_run(lab, Path(folder)))
+                runs[lab].append(quick_run(lab, Path(folder), ["--vm", args.vm] if args.vm else []))
                 print(f"[{round_ + 1}/{args.repeat}] {lab}: {runs[lab][-1][0]} in {runs[lab][-1][1]:.0f} s",
                       file=sys.stderr, flush=True)
     record = {"created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "machine": probe().summary(), "runs": runs}
+              "machine": probe().summary(), "vm": args.vm, "runs": runs}
     out = results_dir() / "benchmarks" / f"verdict-stability-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(record, indent=1) + "\n")

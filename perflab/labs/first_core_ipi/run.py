@@ -20,10 +20,9 @@ from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
 from . import tracepoints
-from .completions import block_plan, judge_block, measure_block
+from .completions import SOURCE_DIR, block_plan, judge_block, measure_block
 from .procstat import read_table
 
-SOURCE_DIR = "labs/03-first-core-ipi"
 OPERATIONS = ("munmap", "mprotect", "membarrier")
 PROCESSES = ("shared", "separate")  # the victim a thread of the aggressor's process, or another process (control)
 ROWS = ("CAL", "TLB")  # function-call IPIs and TLB shootdowns, as /proc/interrupts names them

@@ -24,6 +24,7 @@ from ...knobs import RqAffinity
 from ...probe import Machine
 from ...sysfs import default_root
 from ...tracing import Tracepoint, chosen_events, count_per_cpu, tracefs_folder
+from .completions import SOURCE_DIR
 
 # ANCHOR: tracepoints
 TRACEPOINTS = (
@@ -52,7 +53,7 @@ def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: dic
     """Each workload once under perf stat: {"events": label -> tracepoint, "runs": [...]}, or {"skipped": why}."""
     if reason := why_not(machine):
         return {"skipped": reason}
-    bystander = ensure_built("labs/03-first-core-ipi", "bystander")
+    bystander = ensure_built(SOURCE_DIR, "bystander")
     root = default_root()
     runs = []
     with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-tracepoints-") as folder:
@@ -68,7 +69,7 @@ def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: dic
                       "-n", str(ops), "-i", os.path.join(folder, "bystander")])
                     for op, process in WORKLOADS]
         if "skipped" not in plan:
-            reader = ensure_built("labs/03-first-core-ipi", "blockread")
+            reader = ensure_built(SOURCE_DIR, "blockread")
             mode = RqAffinity(plan["disk"], root).read()
             commands.append((f"read, from CPU {plan['submitter']} at rq_affinity={mode}", reads,
                              [CPU_INTERRUPT, CPU_SUBMITTER],
