@@ -21,6 +21,7 @@ from perflab.labs.first_core_ipi import LAB, recorded, tracepoints
 from perflab.labs.first_core_ipi.blockdev import scratch_disk
 from perflab.labs.first_core_ipi.completions import block_plan, forced_irq_threads, judge_block, predicted_cpu
 from perflab.labs.first_core_ipi.procstat import parse_table, read_table
+from perflab.probe import Fact, Machine
 from perflab.sysfs import SysRoot, default_root
 from perflab.verdict import VERDICTS
 from perflab.vm.profiles import SCRATCH_SERIAL
@@ -159,6 +160,14 @@ def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path,
     assert saved["verdict"]["verdict"] == verdict.verdict
     titles = [title for title, _ in LAB.figures(verdict)]
     assert titles[0] == "Interrupts on the bystander per aggressor operation"
+
+
+@pytest.mark.parametrize("root, vendor, reason", [
+    (False, "KVM", "only as root"), (True, "TCGTCGTCGTCG", "TCG emulation can hang"), (True, "KVM", None)])
+def test_part_3_says_why_it_cannot_count(root, vendor, reason):
+    machine = Machine({"privileges": Fact({"root": root}, "t"), "virtualization": Fact({"vendor": vendor}, "t")})
+    found = tracepoints.why_not(machine)
+    assert found is None if reason is None else reason in found
 
 
 def test_perf_names_the_ipis_a_bystander_takes_and_leaves_tracefs_as_it_was():
