@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import REPO
+from conftest import REPO, without_guest_image
 from perflab import workspace
 
 LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
@@ -18,9 +18,8 @@ LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 @pytest.mark.parametrize("path", LAB_NOTEBOOKS, ids=lambda p: p.parent.name)
 def test_lab_notebook_runs_in_quick_mode(path, monkeypatch, tmp_path):
     monkeypatch.setenv("PERFLAB_QUICK", "1")
-    # As on a machine with no guest image: a lab that needs VMs says so in seconds instead of booting six
-    # (minutes under TCG); its real boots are tested in test_page_table_levels and test_vm_boot.
-    monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path / "no-vm-images"))
+    for name, value in without_guest_image(tmp_path).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("MPLBACKEND")  # the kernel's own inline backend, as a learner has it
     git_before = _git_status()
     workspace.prepare()

@@ -28,6 +28,16 @@ def test_every_profile_loads_and_the_labs_name_real_profiles():
         assert set(lab.vm) <= set(names), f"labs/manifest.toml: {lab.name} names a VM profile that does not exist"
 
 
+def test_the_icount_pair_boots_the_la57_machines_paging_modes():
+    """Only lab 4's icount pair is booted in the slow tests; they cover la57 and no5lvl because they differ
+    from them only in the clock and the number of vCPUs."""
+    for name in ("la57", "no5lvl"):
+        wall_clock, counted = profiles.load(name), profiles.load(f"{name}-icount")
+        assert counted.icount and not wall_clock.icount
+        assert (counted.la57, counted.kernel, counted.kernel_args) == (wall_clock.la57, wall_clock.kernel,
+                                                                       wall_clock.kernel_args)
+
+
 def test_profile_shapes_match_the_issue():
     numa2, wide = profiles.load("numa2"), profiles.load("wide")
     assert (numa2.sockets, numa2.cores, numa2.numa_nodes, numa2.numa_distance) == (2, 2, 2, 20)

@@ -20,7 +20,6 @@ from conftest import REPO, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
-VMALLOC_KB = {5: "13743895347199 kB", 4: "34359738367 kB"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -131,15 +130,6 @@ def test_vm_shell_is_interactive(numa2):
         _, status = os.waitpid(pid, 0)
     assert b"42 on perflab-numa2" in output, output
     assert os.waitstatus_to_exitcode(status) == 3
-
-
-@pytest.mark.parametrize("profile, levels", [("la57", 5), ("no5lvl", 4)])
-def test_la57_and_no5lvl_page_table_levels(profile, levels):
-    done = run_cli("vm", "run", profile, "--", "sh", "-c", "grep VmallocTotal /proc/meminfo; grep -c la57 /proc/cpuinfo",
-                   timeout=900)
-    assert VMALLOC_KB[levels] in done.stdout, done.stdout + done.stderr
-    if levels == 4:
-        assert done.stdout.splitlines()[-1] == "0", "with no5lvl the kernel hides the la57 flag"
 
 
 def test_wide_has_eight_vcpus_smt_the_rt_tracers_and_their_tools():

@@ -23,6 +23,9 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from ..errors import PerflabError
 
 CELL_TIMEOUT_S = 600  # a cell that measures may take minutes; an endless loop is stopped after this
+# Run by its path, not imported as perflab.grading.export: that import would first run this package's
+# __init__ (nbformat, scipy), 2 s of every grading.
+EXPORT_SCRIPT = Path(__file__).with_name("export.py")
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,9 @@ def run_notebook(path: Path, functions: dict[str, list[list]], timeout: float = 
             if not (c.cell_type == "code" and "check" in c.metadata.get("tags", []))]
     with tempfile.TemporaryDirectory(prefix="perflab-grade-") as folder:
         out = Path(folder) / "answers.json"
-        export = nbformat.v4.new_code_cell("from perflab.grading.export import export as _perflab_export\n"
-                                           f"_perflab_export(globals(), {functions!r}, {str(out)!r})")
+        export = nbformat.v4.new_code_cell("import runpy as _perflab_runpy\n"
+                                           f"_perflab_runpy.run_path({str(EXPORT_SCRIPT)!r})['export']"
+                                           f"(globals(), {functions!r}, {str(out)!r})")
         notebook.cells = [c for _, c in kept] + [export]
         running = []  # the index in notebook.cells of the cell that started last
 
