@@ -19,10 +19,12 @@ from perflab.grading import FAILED, INCONCLUSIVE, PASSED, Answers
 from perflab.grading.kernel import FunctionAnswer
 from perflab.labs.page_table_levels import exercises
 from perflab.labs.page_table_levels.exercises import extra_per_fault, power, synthetic_boots
-from perflab.labs.page_table_levels.faults import (SOURCE_DIR, Settings, boot_cost, decide, fault_around, per_fault,
-                                                    per_page)
+from perflab.labs.page_table_levels.faults import (SOURCE_DIR, Settings, boot_cost, decide, fault_around, mode_bucket,
+                                                    parse_log2_histogram, per_fault, per_page)
+from perflab.labs.page_table_levels.figures import histogram_figure
 from perflab.labs.page_table_levels.native import judge_native
-from perflab.labs.page_table_levels.run import boot_and_measure, parse_guest_output
+from perflab.labs.page_table_levels.run import (boot_and_measure, histogram_note, parse_guest_output,
+                                                parse_histogram)
 from perflab.runner import run_once
 from perflab.vm import profiles
 from perflab.verdict import VERDICTS
@@ -30,6 +32,7 @@ from perflab.vm.machine import choose_accel
 
 from conftest import run_cli
 
+FUNCLATENCY = Path(__file__).parent / "fixtures" / "funclatency" / "handle_mm_fault-la57-icount.txt"
 TINY = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=3, pages=256)
 
 
@@ -86,6 +89,22 @@ def test_the_guest_output_gives_its_paging_levels_and_samples():
     assert levels == 5 and samples == [{"type": "sample", "mode": "anon", "pages": 4, "minflt": 4, "elapsed_ns": 40}]
     assert parse_guest_output("VmallocTotal:   34359738367 kB\n")[0] == 4
     assert parse_guest_output("no meminfo\n") == (None, [])
+
+
+def test_funclatencys_histogram_is_read_bucket_by_bucket():
+    """A real capture: libbpf-tools' funclatency in a la57-icount guest, 9 rounds of 1,024 anonymous faults."""
+    buckets = parse_log2_histogram(FUNCLATENCY.read_text())
+    assert len(buckets) == 16 and buckets[0] == [0, 1, 0] and buckets[-1] == [32768, 65535, 1]
+    assert sum(count for _, _, count in buckets) == 11504 and mode_bucket(buckets) == (4096, 8191)
+    assert parse_histogram(FUNCLATENCY.read_text()) == {"buckets": buckets}
+    failed = parse_histogram("libbpf: failed to find BTF\nfailed to attach kprobe: -2\n")
+    assert failed == {"error": "failed to attach kprobe: -2"}
+    assert parse_histogram("") == {"error": "funclatency printed nothing"}
+    notes = histogram_note({"5": {"buckets": buckets}, "4": failed})
+    assert notes[0].startswith("funclatency handle_mm_fault, 5-level: 11,504 calls, most in 4,096-8,191")
+    assert notes[1] == "funclatency handle_mm_fault, 4-level: no histogram (failed to attach kprobe: -2)"
+    assert histogram_figure({"5": {"buckets": buckets}, "4": failed}) is not None
+    assert histogram_figure({"4": failed}) is None
 
 
 def test_decide_on_boot_values():
@@ -256,7 +275,10 @@ def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path():
     instructions per fault here (6,853.1 against 6,834.7; with nokaslr, three boots per mode counted the same),
     more than the fifth level's ~15. The direction takes three boots per mode: the lab's verdict, whose
     stability benchmarks/verdict_stability.py measures (the lab's README: reproduced 5 of 5)."""
-    five, four = boot_and_measure(5, TINY), boot_and_measure(4, TINY)
+    five, four = boot_and_measure(5, TINY, histogram=True), boot_and_measure(4, TINY)
+    traced = five.pop("handle_mm_fault")
+    assert sum(count for _, _, count in traced["buckets"]) >= TINY.pages * TINY.fault_rounds, traced
+    assert "handle_mm_fault" not in four
     assert (five["paging_levels"], four["paging_levels"]) == (5, 4) and five["icount"] and four["icount"]
     assert all(b["accel"] == "tcg" for b in (five, four))
     assert all(fault_around(s) == 1 for b in (five, four) for s in b["samples"] if s["mode"] == "anon")

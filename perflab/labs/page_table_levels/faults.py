@@ -5,6 +5,7 @@ Pure functions on the samples the fault program prints, shared by the VM and the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,22 @@ def decide(values: dict[str, list[float]], alpha: float = ALPHA) -> tuple[str, E
         return "not-reproduced", effect
     return "inconclusive", effect
 # ANCHOR_END: decide
+
+
+# One bucket of a log2 histogram as bcc's tools print it: "      512 -> 1023       : 8712     |*****   |"
+HISTOGRAM_ROW = re.compile(r"^\s*(\d+)\s*->\s*(\d+)\s*:\s*(\d+)\s*\|")
+
+
+def parse_log2_histogram(text: str) -> list[list[int]]:
+    """[low, high, count] for each bucket of funclatency's histogram, empty buckets included."""
+    rows = (HISTOGRAM_ROW.match(line) for line in text.splitlines())
+    return [[int(row[1]), int(row[2]), int(row[3])] for row in rows if row]
+
+
+def mode_bucket(buckets: list[list[int]]) -> tuple[int, int]:
+    """The bucket that holds the most calls: the source's histogram moved from 256-511 to 512-1023 ns."""
+    low, high, _ = max(buckets, key=lambda bucket: bucket[2])
+    return low, high
 
 
 def fault_note(boots: list[dict[str, Any]], label: str, unit: str) -> str:

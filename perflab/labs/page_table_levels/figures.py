@@ -91,6 +91,30 @@ def boots_figure(result: dict[str, Any]) -> Figure:
     return figure
 
 
+def histogram_figure(histograms: dict[str, dict[str, Any]]) -> Figure | None:
+    """funclatency's handle_mm_fault histograms of both kernels, bucket by bucket; None if neither drew one."""
+    counts = {levels: {(low, high): count for low, high, count in h["buckets"]}
+              for levels, h in histograms.items() if "buckets" in h}
+    used = sorted(bucket for by_bucket in counts.values() for bucket, count in by_bucket.items() if count)
+    if not used:
+        return None
+    shown = sorted({bucket for by_bucket in counts.values() for bucket in by_bucket if used[0] <= bucket <= used[-1]})
+    figure = Figure(figsize=(7, 3))
+    ax = figure.subplots()
+    width = 0.4
+    for offset, levels in ((-width / 2, "5"), (width / 2, "4")):
+        if levels in counts:
+            ax.bar([i + offset for i in range(len(shown))], [counts[levels].get(b, 0) for b in shown], width,
+                   color=FIVE_COLOUR if levels == "5" else FOUR_COLOUR, label=f"{levels}-level")
+    ax.set_xticks(range(len(shown)), [f"{low:,}-\n{high:,}" for low, high in shown], fontsize=8)
+    ax.set_xlabel("instructions per handle_mm_fault call (log2 buckets)")
+    ax.set_yscale("log")  # the tails are tens of calls beside ten thousand
+    ax.set_ylabel("calls (log scale)")
+    ax.legend()
+    figure.tight_layout()
+    return figure
+
+
 def figures(verdict: Verdict) -> list[tuple[str, Any]]:
     """This run's costs and fault-around, and its difference beside the source's; the source alone if nothing ran."""
     result = verdict.result
@@ -100,4 +124,9 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
             ("Cost per file fault, every round", cost_figure(result, "file")),
             ("One value per boot", boots_figure(result)),
             ("5-level over 4-level, beside the source", relative_figure(result, verdict)),
-            ("Pages per fault: fault-around", fault_around_figure(result))]
+            ("Pages per fault: fault-around", fault_around_figure(result))] + histogram_panel(result)
+
+
+def histogram_panel(result: dict[str, Any]) -> list[tuple[str, Any]]:
+    figure = histogram_figure(result.get("vms", {}).get("histograms", {}))
+    return [("handle_mm_fault under funclatency, one round per kernel", figure)] if figure else []

@@ -27,7 +27,8 @@ from ...probe import Machine, paging_levels_of
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict
 from .. import CannotShow, Lab
-from .faults import MIN_RELATIVE, MODES, SOURCE_DIR, Settings, boot_cost, decide, fault_note, faults_argv
+from .faults import (MIN_RELATIVE, MODES, SOURCE_DIR, Settings, boot_cost, decide, fault_note, faults_argv,
+                     mode_bucket, parse_log2_histogram)
 from .native import judge_native, measure_here, other_boot
 
 PROFILES = {5: "la57-icount", 4: "no5lvl-icount"}  # paging levels -> the VM profile that boots with them
@@ -44,11 +45,41 @@ def check_vm_ready() -> None:
         raise CannotShow(cannot_boot())
 
 
-def guest_script(settings: Settings) -> str:
-    """Build the program in the guest, say the paging mode, measure both modes."""
+TRACED = "handle_mm_fault"
+TRACE_MARK = f"== funclatency {TRACED}"
+
+
+def guest_script(settings: Settings, histogram: bool = False) -> str:
+    """Build the program in the guest, say the paging mode, measure both modes; then, if asked, the histogram."""
     binary = f"build/{Path(SOURCE_DIR).name}/faults"
     runs = " && ".join(" ".join(faults_argv(binary, mode, settings)) for mode in MODES)
-    return f"make -s -C {SOURCE_DIR} && grep VmallocTotal /proc/meminfo && {runs}"
+    script = f"make -s -C {SOURCE_DIR} && grep VmallocTotal /proc/meminfo && {runs}"
+    return f"{script} && {histogram_script(binary, settings)}" if histogram else script
+
+
+# ANCHOR: histogram_script
+def histogram_script(binary: str, settings: Settings) -> str:
+    """One more round of anonymous faults while bcc's funclatency times every handle_mm_fault call.
+
+    After the measured rounds, so the probe's own instructions are in none of them. funclatency is the
+    libbpf-tools build: compiled once, it attaches in seconds under TCG, where bcc's Python tool would compile
+    its probe for minutes. A tool that cannot attach (no kprobes) leaves its error after the mark, not a failure.
+    """
+    faults = " ".join(faults_argv(binary, "anon", settings))
+    return (f"(stdbuf -oL funclatency {TRACED} > /tmp/funclatency.txt 2>&1 & tracer=$!; "
+            "until grep -q Tracing /tmp/funclatency.txt || ! kill -0 $tracer 2>/dev/null; do sleep 0.2; done; "
+            f"{faults} > /dev/null; kill -INT $tracer 2>/dev/null; wait $tracer; "
+            f"echo '{TRACE_MARK}'; cat /tmp/funclatency.txt)")
+# ANCHOR_END: histogram_script
+
+
+def parse_histogram(traced: str) -> dict[str, Any]:
+    """funclatency's output after the mark: its buckets, or its last line when it drew none."""
+    buckets = parse_log2_histogram(traced)
+    if any(count for _, _, count in buckets):
+        return {"buckets": buckets}
+    lines = [line for line in traced.strip().splitlines() if line.strip()]
+    return {"error": lines[-1] if lines else "funclatency printed nothing"}
 
 
 def parse_guest_output(text: str) -> tuple[int | None, list[dict[str, Any]]]:
@@ -64,7 +95,7 @@ def parse_guest_output(text: str) -> tuple[int | None, list[dict[str, Any]]]:
     return levels, samples
 
 
-def boot_and_measure(levels: int, settings: Settings) -> dict[str, Any]:
+def boot_and_measure(levels: int, settings: Settings, histogram: bool = False) -> dict[str, Any]:
     """Boot the profile for `levels`, check the guest really runs them, measure, stop the VM."""
     from ...vm.labrun import vm_block
     from ...vm.machine import execute, session
@@ -72,27 +103,33 @@ def boot_and_measure(levels: int, settings: Settings) -> dict[str, Any]:
     profile = PROFILES[levels]
     out, err = io.BytesIO(), io.BytesIO()
     with session(profile, progress=False) as machine:
-        code = execute(machine, ["sh", "-c", guest_script(settings)], stdout=out, stderr=err)
+        code = execute(machine, ["sh", "-c", guest_script(settings, histogram)], stdout=out, stderr=err)
         vm = vm_block(machine.info())
     if code != 0:
         last = err.getvalue().decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]
         raise PerflabError(f"the fault benchmark failed in {profile}: {last[0]}")
-    found, samples = parse_guest_output(out.getvalue().decode(errors="replace"))
+    measured, marked, traced = out.getvalue().decode(errors="replace").partition(TRACE_MARK)
+    found, samples = parse_guest_output(measured)
     if found != levels:
         raise PerflabError(f"{profile} booted with {found}-level page tables, not {levels}: check vm/{profile}.toml "
                            "(la57, kernel_args) and the guest kernel")
-    return {"profile": profile, "paging_levels": found, "boot_seconds": vm.get("boot_seconds"),
+    boot = {"profile": profile, "paging_levels": found, "boot_seconds": vm.get("boot_seconds"),
             "accel": vm.get("accel"), "icount": "-icount" in (vm.get("qemu_argv") or []), "samples": samples}
+    if histogram:
+        boot[TRACED] = parse_histogram(traced) if marked else {"error": "the guest printed no histogram"}
+    return boot
 
 
 def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
-    """Boot both paging modes round by round, in rotated order, until decided: the race and every boot."""
+    """Boot both paging modes round by round, in rotated order, until decided: the race and every boot.
+
+    The first round's boots also draw the handle_mm_fault histogram, kept even if the race drops that round."""
     boots: list[dict[str, Any]] = []
 
     def one_round(r: int, order: list[str]) -> dict[str, float]:
         measured = {}
         for arm in order:
-            boot = dict(boot_and_measure(int(arm[0]), settings), round=r)
+            boot = dict(boot_and_measure(int(arm[0]), settings, histogram=r == 0), round=r)
             boots.append(boot)
             measured[arm] = boot_cost(boot)
         return measured
@@ -100,7 +137,26 @@ def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
     plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
     raced = race(list(ARMS), one_round, lambda values, alpha: decide(values, alpha)[0] in DECIDED, plan,
                  control="4-level", desc="rounds: a boot of la57 and of no5lvl, ~90 s", progress=progress)
-    return {"race": raced.to_json(), "boots": [b for b in boots if b["round"] >= raced.first_kept]}
+    histograms = {str(b["paging_levels"]): b.pop(TRACED) for b in boots if TRACED in b}
+    return {"race": raced.to_json(), "boots": [b for b in boots if b["round"] >= raced.first_kept],
+            "histograms": histograms}
+
+
+def histogram_note(histograms: dict[str, dict[str, Any]]) -> list[str]:
+    """What funclatency saw in each kernel, or why it saw nothing."""
+    notes = []
+    for levels in ("5", "4"):
+        traced = histograms.get(levels)
+        if traced is None:
+            continue
+        if "error" in traced:
+            notes.append(f"funclatency {TRACED}, {levels}-level: no histogram ({traced['error']})")
+            continue
+        low, high = mode_bucket(traced["buckets"])
+        calls = sum(count for _, _, count in traced["buckets"])
+        notes.append(f"funclatency {TRACED}, {levels}-level: {calls:,} calls, most in {low:,}-{high:,} "
+                     "instructions (under the probe, which adds its own)")
+    return notes
 
 
 # ---------------------------------------------------------------- the lab
@@ -157,6 +213,7 @@ class PageTableLevels(Lab):
                  for levels in (5, 4)]
         four, five = (stats.mean(raced.kept(arm)) for arm in ("4-level", "5-level"))
         notes.append(f"5-level minus 4-level: {five - four:+.1f} instructions per anonymous fault")
+        notes += histogram_note(result["vms"].get("histograms", {}))
         notes.append("what this counts: the guest kernel's instructions for the extra level (walking, allocating and "
                      "freeing the P4D), not the MMU's hardware walk, which TCG does not model (no TLB or "
                      "paging-structure caches); icount runs every vCPU on one host thread, so thread scaling "
