@@ -13,7 +13,7 @@ import pytest
 
 from perflab.errors import PerflabError
 from perflab.labs import labs
-from perflab.vm import agent, labrun, machine, profiles, protocol
+from perflab.vm import agent, image, labrun, machine, profiles, protocol
 
 from conftest import run_cli
 
@@ -319,3 +319,28 @@ def test_a_connection_qemu_resets_is_a_guest_gone_error_not_a_traceback(tmp_path
     with pytest.raises(PerflabError, match="the guest went away"):
         connection.send({"id": "2", "op": "ping"})
     connection.close()
+
+
+def test_a_qemu_crash_under_tcg_boots_once_more_and_says_so(monkeypatch, tmp_path, capsys):
+    """QEMU 7.2's TCG segfaulted once while booting `wide` in about a day of boots: one retry, said aloud;
+    a second crash is the learner's error to see."""
+    monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path))
+    built = image.Image(tmp_path / "images" / "abc")
+    monkeypatch.setattr(machine, "cannot_run_vms", lambda: None)
+    monkeypatch.setattr(machine.guest_image, "ensure", lambda progress: built)
+    monkeypatch.setattr(machine, "choose_accel", lambda *facts: ("tcg", "no KVM here", False))
+    crashes_left, crashed = [1], []
+
+    def boot(vm, image_, accel, why, timeout, progress, silent_limit=None):
+        if crashes_left[0]:
+            crashes_left[0] -= 1
+            crashed.append(accel)
+            raise machine.QemuCrashed("QEMU exited with -11 while booting wide; the console ended with: (nothing)")
+        return {"accel": accel}
+
+    monkeypatch.setattr(machine, "_boot", boot)
+    assert machine.up("wide", progress=False) == {"accel": "tcg"} and crashed == ["tcg"]
+    assert "QEMU exited with -11 while booting wide (a crash in QEMU's TCG); booting once more" in capsys.readouterr().err
+    crashes_left[0] = 2
+    with pytest.raises(machine.QemuCrashed, match="-11"):
+        machine.up("wide", progress=False)
