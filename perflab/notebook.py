@@ -35,7 +35,9 @@ def show_verdict(verdict: Verdict, lab: Lab) -> None:
         f"<p><small>results: <code>{html.escape(verdict.results or 'none')}</code></small></p>"
     ))
     for title, figure in lab.figures(verdict):
-        figure.suptitle(title)
+        # A heading above the figure, not a suptitle: the figures are laid out already, and a title added
+        # now would sit on their panels' own titles.
+        display(HTML(f"<h4>{html.escape(title)}</h4>"))
         show_figure(figure)
 
 

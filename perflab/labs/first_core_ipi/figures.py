@@ -84,19 +84,23 @@ def tracepoints_figure(counted: dict[str, Any]) -> Figure:
     runs = counted["runs"]
     labels = list(runs[0]["counts"])
     cpus = sorted(int(c) for c in runs[0]["counts"][labels[0]])
-    figure = Figure(figsize=(3.2 * len(labels), 0.55 * len(runs) + 1.6))
-    axes = figure.subplots(1, len(labels), sharey=True)
+    columns = min(2, len(labels))  # two across: four side by side shrink to unreadable in a notebook
+    rows = -(-len(labels) // columns)
+    figure = Figure(figsize=(4.6 * columns, rows * (0.45 * len(runs) + 1.3)))
+    axes = figure.subplots(rows, columns, sharey=True, squeeze=False).flat
     grids = {label: [[run["counts"][label][str(c)] / run["times"] for c in cpus] for run in runs] for label in labels}
     top = max(1.0, *(value for grid in grids.values() for row in grid for value in row))  # one scale for all
     for ax, label in zip(axes, labels):
         ax.imshow(grids[label], cmap="Reds", vmin=0, vmax=top, aspect="auto")
         for y, row in enumerate(grids[label]):
             for x, value in enumerate(row):
-                ax.text(x, y, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                ax.text(x, y, f"{value:.2f}", ha="center", va="center", fontsize=9,
                         color="white" if value > top / 2 else "black")
-        ax.set_xticks(range(len(cpus)), [f"CPU {c}" for c in cpus], fontsize=8)
-        ax.set_title(f"{label}\n({counted['events'][label]})", fontsize=8)
-    axes[0].set_yticks(range(len(runs)), [f"per {run['workload']}" for run in runs], fontsize=8)
+        ax.set_xticks(range(len(cpus)), [f"CPU {c}" for c in cpus], fontsize=9)
+        ax.set_yticks(range(len(runs)), [f"per {run['workload']}" for run in runs], fontsize=9)
+        ax.set_title(f"{label}\n({counted['events'][label]})", fontsize=9)
+    for unused in axes:  # an odd number of tracepoints leaves one panel empty
+        unused.set_visible(False)
     figure.tight_layout()
     return figure
 
