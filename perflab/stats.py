@@ -14,9 +14,16 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from .errors import PerflabError
+
+
+def scipy_stats():
+    """scipy.stats, imported on first use: the import takes about 2 s, which every notebook kernel, grading and
+    `perflab run` that imports the labs would otherwise pay before computing anything."""
+    from scipy import stats
+
+    return stats
 
 # Thresholds for instability_warnings.
 MIN_SAMPLES = 10  # fewer samples than this and a median or CI is mostly noise
@@ -145,13 +152,13 @@ def coefficient_of_variation(xs: Sequence[float]) -> float:
 
 def normal_cdf(x: float) -> float:
     """P(Z <= x) for a standard normal Z."""
-    return float(sps.norm.cdf(x))
+    return float(scipy_stats().norm.cdf(x))
 
 
 def normal_quantile(p: float) -> float:
     """x with normal_cdf(x) = p."""
     _check_probability(p)
-    return float(sps.norm.ppf(p))
+    return float(scipy_stats().norm.ppf(p))
 
 
 def t_cdf(t: float, df: float) -> float:
@@ -159,14 +166,14 @@ def t_cdf(t: float, df: float) -> float:
     _check_df(df)
     if math.isnan(t):
         raise PerflabError("t_cdf got t = nan: check the samples it was computed from")
-    return float(sps.t.cdf(t, df))
+    return float(scipy_stats().t.cdf(t, df))
 
 
 def t_quantile(p: float, df: float) -> float:
     """t with t_cdf(t, df) = p."""
     _check_probability(p)
     _check_df(df)
-    return float(sps.t.ppf(p, df))
+    return float(scipy_stats().t.ppf(p, df))
 
 
 # ---------------------------------------------------------------- confidence intervals
@@ -262,7 +269,7 @@ def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
     xb = _samples(b, 2, "a t-test")
     if stdev(xa) == 0 and stdev(xb) == 0:
         raise PerflabError("both samples are constant, so a t-test is undefined: check that the benchmark really ran")
-    found = sps.ttest_ind(xa, xb, equal_var=False)
+    found = scipy_stats().ttest_ind(xa, xb, equal_var=False)
     return float(found.statistic), welch_error_and_df(xa, xb)[1], float(found.pvalue)
 
 
@@ -288,7 +295,7 @@ def mean_difference(a: Sequence[float], b: Sequence[float], confidence: float = 
         return difference, difference, difference, 0.0 if difference else 1.0
     with warnings.catch_warnings():  # nearly identical samples (instruction counts) are exact enough here
         warnings.filterwarnings("ignore", "Precision loss", RuntimeWarning)
-        found = sps.ttest_ind(xb, xa, equal_var=False)
+        found = scipy_stats().ttest_ind(xb, xa, equal_var=False)
     error, df = welch_error_and_df(xa, xb)
     half_width = t_quantile((1 + confidence) / 2, df) * error
     return difference, difference - half_width, difference + half_width, float(found.pvalue)
@@ -303,7 +310,7 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     xb = _samples(b, 1, "a Mann-Whitney test")
     if len(set(xa + xb)) == 1:
         return len(xa) * len(xb) / 2, 1.0  # every value identical: no evidence of any difference
-    found = sps.mannwhitneyu(xa, xb, alternative="two-sided", method="asymptotic", use_continuity=True)
+    found = scipy_stats().mannwhitneyu(xa, xb, alternative="two-sided", method="asymptotic", use_continuity=True)
     return float(found.statistic), float(found.pvalue)
 
 

@@ -62,6 +62,29 @@ def guest_image_in_background(request):
 
 
 @pytest.fixture(scope="session")
+def numa2_up():
+    """The two-socket VM, booted once (about 25 s under TCG) for every test that runs something in it.
+
+    Its tests run last and one after another (pytest_collection_modifyitems), so it is up only while they run,
+    and a lab run with `--vm numa2` finds it up and leaves it up, as a learner's `perflab vm up numa2` would."""
+    from perflab.vm import image, machine
+
+    if not image.current().exists() and os.geteuid() != 0:
+        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
+    image.ensure(progress=False)
+    done = run_cli("vm", "up", "numa2", timeout=900)
+    assert done.returncode == 0, done.stderr
+    yield machine.vm("numa2")
+    down = run_cli("vm", "down", "numa2")
+    assert down.returncode == 0 and not machine.vm("numa2").running(), down.stderr
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that share numa2 go last, in their collected order (the sort is stable)."""
+    items.sort(key=lambda item: "numa2_up" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session")
 def every_lab_quick(tmp_path_factory) -> tuple[dict, Path]:
     """`perflab run all --quick --json`, once for the whole session: (its JSON, the results folder it wrote)."""
     import json

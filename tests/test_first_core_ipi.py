@@ -249,8 +249,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, env, message):
 # ---------------------------------------------------------------- part 2 in a VM
 
 @pytest.mark.slow
-def test_part_2_in_numa2_reads_its_scratch_disk_from_the_other_socket():
-    """A real boot of numa2 (TCG): its null-co disk has one queue, and a reader on the other socket than the
+def test_part_2_in_numa2_reads_its_scratch_disk_from_the_other_socket(numa2_up):
+    """numa2 (TCG): its null-co disk has one queue, and a reader on the other socket than the
     interrupt makes even rq_affinity=1 complete on the reader; every mode lands where blk-mq says."""
     done = run_cli("run", "first-core-ipi", "--vm", "numa2", "--quick", "--runs", "2", "--json", timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -106,10 +107,18 @@ def test_the_known_fixes_still_apply_to_hunt_c():
 
 
 @pytest.mark.slow
-def test_placement_in_numa2_follows_first_touch():
-    """A real boot of the two-node VM (TCG): every launch's page lands where first touch and policy say."""
+def test_placement_in_numa2_follows_first_touch_and_the_result_comes_back(numa2_up, isolated_state):
+    """The two-node VM (TCG): every launch's page lands where first touch and policy say, and the result the
+    guest saved is copied into the host's results/ with the VM and the guest's probe in it."""
     done = run_cli("run", "numa-static-data", "-o", "part=placement", "--vm", "numa2", "--json", timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     verdict = json.loads(done.stdout)
     assert verdict["verdict"] == "reproduced", verdict
     assert sum("as predicted" in note for note in verdict["notes"]) == 4
+    assert verdict["vm"]["profile"] == "numa2" and verdict["vm"]["accel"] in ("kvm", "tcg")
+    path = Path(verdict["results"])
+    assert path.is_relative_to(isolated_state / "results") and path.is_file()
+    saved = json.loads(path.read_text())
+    assert saved["vm"] == {k: v for k, v in verdict["vm"].items() if k != "copied"}
+    assert len(saved["guest_probe"]["facts"]["numa_nodes"]["value"]) == 2
+    assert saved["machine"] != {}  # the guest's own summary, as every result has

@@ -23,12 +23,12 @@ from perflab.labs.page_table_levels.faults import (SOURCE_DIR, Settings, boot_co
                                                     parse_log2_histogram, per_fault, per_page)
 from perflab.labs.page_table_levels.figures import histogram_figure
 from perflab.labs.page_table_levels.native import judge_native
-from perflab.labs.page_table_levels.run import (boot_and_measure, histogram_note, parse_guest_output,
+from perflab.labs.page_table_levels.run import (PROFILES, boot_and_measure, histogram_note, parse_guest_output,
                                                 parse_histogram)
 from perflab.runner import run_once
 from perflab.vm import profiles
 from perflab.verdict import VERDICTS
-from perflab.vm.machine import choose_accel
+from perflab.vm.machine import choose_accel, vm
 
 from conftest import run_cli
 
@@ -287,3 +287,4 @@ def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path():
         rounds = [per_fault(s) for s in boot["samples"] if s["mode"] == "anon"]
         assert sum(abs(cost - cheapest) < 1 for cost in rounds) >= 2, (boot["profile"], rounds)
     assert abs(extra_per_fault([five, four])) < 0.01 * boot_cost(four), (boot_cost(five), boot_cost(four))
+    assert not any(vm(profile).running() for profile in PROFILES.values()), "booted for one measurement, stopped after it"

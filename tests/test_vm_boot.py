@@ -46,15 +46,6 @@ def qemu_running_for(profile: str) -> bool:
     return False
 
 
-@pytest.fixture(scope="module")
-def numa2():
-    done = run_cli("vm", "up", "numa2", timeout=900)
-    assert done.returncode == 0, done.stderr
-    yield machine.vm("numa2")
-    run_cli("vm", "down", "numa2")
-    assert not qemu_running_for("numa2")
-
-
 def test_default_boots_runs_a_command_and_stops(guest_image):
     run_cli("vm", "down", "default")
     done = run_cli("vm", "run", "default", "--", "sh", "-c", "echo hello from $(uname -r); nproc; exit 7", timeout=900)
@@ -65,7 +56,7 @@ def test_default_boots_runs_a_command_and_stops(guest_image):
     assert not qemu_running_for("default") and not machine.vm("default").folder.exists()
 
 
-def test_numa2_guest_has_two_nodes_and_two_sockets(numa2):
+def test_numa2_guest_has_two_nodes_and_two_sockets(numa2_up):
     done = run_cli("vm", "run", "numa2", "--", "sh", "-c", "numactl --hardware; lscpu")
     assert done.returncode == 0, done.stderr
     assert "available: 2 nodes (0-1)" in done.stdout
@@ -76,33 +67,16 @@ def test_numa2_guest_has_two_nodes_and_two_sockets(numa2):
     assert facts["packages"]["value"] == 2 and len(facts["numa_nodes"]["value"]) == 2
 
 
-def test_guest_probe_says_what_an_emulated_cpu_cannot_show(numa2):
+def test_guest_probe_says_what_an_emulated_cpu_cannot_show(numa2_up):
     facts = guest_json("numa2", "python3", "-m", "perflab", "probe", "--json")["facts"]
-    if numa2.info()["accel"] != "tcg":
+    if numa2_up.info()["accel"] != "tcg":
         pytest.skip("the guest runs under KVM here: its caches and counters are the host's to report")
     assert facts["virtualization"]["value"]["vendor"].startswith("TCG")
     assert "no caches" in facts["caches"]["note"] and facts["hw_pmu"]["value"] is False
     assert "emulates no PMU" in facts["hw_pmu"]["note"]
 
 
-def test_a_quick_lab_run_in_the_vm_comes_back_to_the_host(isolated_state):
-    run_cli("vm", "down", "default")
-    done = run_cli("run", "loop-alignment", "--quick", "--vm", "default", "--json", timeout=900)
-    assert done.returncode == 0, done.stderr
-    verdict = json.loads(done.stdout)
-    assert verdict["vm"]["profile"] == "default" and verdict["vm"]["accel"] in ("kvm", "tcg")
-    path = Path(verdict["results"])
-    assert path.is_relative_to(isolated_state / "results") and path.is_file()
-    saved = json.loads(path.read_text())
-    assert saved["vm"] == {k: v for k, v in verdict["vm"].items() if k != "copied"}
-    assert saved["guest_probe"]["facts"]["online_cpus"]["value"] == [0, 1, 2, 3]
-    assert saved["machine"] != {}  # the guest's own summary, as every result has
-    if saved["vm"]["accel"] == "tcg":
-        assert verdict["verdict"] == "cannot-show" and "TCG" in verdict["reason"]
-    assert not qemu_running_for("default"), "booted for this run, so stopped after it"
-
-
-def test_vm_shell_is_interactive(numa2):
+def test_vm_shell_is_interactive(numa2_up):
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(REPO)

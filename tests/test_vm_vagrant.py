@@ -93,10 +93,10 @@ def test_vagrant_up_provisions_the_numa2_guest(libvirt, tmp_path):
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         print(f"vagrant up took {time.monotonic() - started:.0f} s with driver {env['PERFLAB_VAGRANT_DRIVER']}")
         assert "Running provisioner: shell" in up.stdout
-        inside = vagrant("ssh", "-c", "numactl --hardware; nproc; ls /perflab/vm/provision.sh; "
+        inside = vagrant("ssh", "-c", "numactl --hardware; nproc; hostname; ls /perflab/vm/provision.sh; "
                                       "test -x /usr/local/sbin/perflab-init && echo provisioned", env=env)
         assert inside.returncode == 0, inside.stderr
-        assert "available: 2 nodes (0-1)" in inside.stdout and "\n4\n" in inside.stdout
+        assert "available: 2 nodes (0-1)" in inside.stdout and "\n4\nperflab-numa2\n" in inside.stdout
         assert "/perflab/vm/provision.sh" in inside.stdout, "the project tree is shared over 9p"
         assert "provisioned" in inside.stdout
     finally:

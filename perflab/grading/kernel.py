@@ -14,17 +14,16 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import nbformat
-from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PerflabError
 
+if TYPE_CHECKING:
+    import nbformat
+
 CELL_TIMEOUT_S = 600  # a cell that measures may take minutes; an endless loop is stopped after this
 # Run by its path, not imported as perflab.grading.export: that import would first run this package's
-# __init__ (nbformat, scipy), 2 s of every grading.
+# __init__ and what it imports, half a second of every grading.
 EXPORT_SCRIPT = Path(__file__).with_name("export.py")
 
 
@@ -56,6 +55,10 @@ class CallError:
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """The notebook at `path`, or one line saying why it is not one."""
+    # Imported here, not above: with jsonschema it takes 1.5 s, which a notebook that imports a lab's checks
+    # (and so this package) need not pay.
+    import nbformat
+
     if not path.is_file():
         raise PerflabError(f"{path} is not a file: give the path of an exercise notebook (.ipynb)")
     try:
@@ -98,6 +101,10 @@ def answers_from(exported: dict) -> dict[str, Any]:
 def run_notebook(path: Path, functions: dict[str, list[list]], timeout: float = CELL_TIMEOUT_S
                  ) -> tuple[dict[str, Any], list[str]]:
     """Execute the notebook (cells tagged `check` left out) in a fresh kernel; return its answers and cell errors."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
     notebook = read_notebook(path)
     names = cell_names(notebook)
     kept = [(i, c) for i, c in enumerate(notebook.cells)
