@@ -23,8 +23,9 @@ from perflab.labs.page_table_levels.faults import (SOURCE_DIR, Settings, boot_co
                                                     parse_log2_histogram, per_fault, per_page)
 from perflab.labs.page_table_levels.figures import histogram_figure
 from perflab.labs.page_table_levels.native import judge_native
-from perflab.labs.page_table_levels.run import (PROFILES, boot_and_measure, histogram_note, parse_guest_output,
-                                                parse_histogram)
+from perflab.labs.page_table_levels.run import (HIGH_MARK, PROFILES, TRACE_MARK, boot_and_measure, guest_script,
+                                                hinted_high_note, histogram_note, parse_guest_output, parse_histogram,
+                                                split_guest_output)
 from perflab.runner import run_once
 from perflab.vm import profiles
 from perflab.verdict import VERDICTS
@@ -89,6 +90,32 @@ def test_the_guest_output_gives_its_paging_levels_and_samples():
     assert levels == 5 and samples == [{"type": "sample", "mode": "anon", "pages": 4, "minflt": 4, "elapsed_ns": 40}]
     assert parse_guest_output("VmallocTotal:   34359738367 kB\n")[0] == 4
     assert parse_guest_output("no meminfo\n") == (None, [])
+
+
+def test_the_rounds_hinted_high_and_the_histogram_come_after_the_measured_rounds():
+    script = guest_script(TINY, histogram=True, high=True)
+    assert script.index("-m file") < script.index(HIGH_MARK) < script.index(" -H") < script.index(TRACE_MARK)
+    assert HIGH_MARK not in guest_script(TINY) and TRACE_MARK not in guest_script(TINY, high=True)
+    sample = '{"type":"sample","mode":"anon","pages":4,"minflt":4,"elapsed_ns":%d,"high":%s}\n'
+    text = (f"VmallocTotal:   13743895347199 kB\n{sample % (40, 'false')}{HIGH_MARK}\n{sample % (44, 'true')}"
+            f"{TRACE_MARK}\nbuckets\n")
+    measured, hinted_high, traced = split_guest_output(text)
+    assert [s["elapsed_ns"] for s in parse_guest_output(measured)[1]] == [40]
+    assert [s["elapsed_ns"] for s in parse_guest_output(hinted_high)[1]] == [44] and traced == "\nbuckets\n"
+    assert split_guest_output(sample % (40, "false")) == (sample % (40, "false"), "", None)
+
+
+def test_the_note_says_where_each_kernel_put_the_mapping_hinted_high():
+    def rounds(high: bool, *costs: int) -> list[dict]:
+        return [{"pages": 4, "minflt": 4, "elapsed_ns": 4 * cost, "high": high} for cost in costs]
+
+    notes = hinted_high_note({"5": {"samples": rounds(True, 6870, 6866), "low_per_fault": 6865.0},
+                              "4": {"samples": rounds(False, 6850), "low_per_fault": 6851.0}})
+    assert notes[0].startswith("5-level: a mapping asked for above 2^47 was put there")
+    assert "6,866.0 instructions per fault, against 6,865.0 in the boot's last round below 2^47" in notes[0]
+    assert notes[1] == ("4-level: a mapping asked for above 2^47 was put below it: with 4 levels, user space ends at "
+                        "2^47 (128 TiB)")
+    assert hinted_high_note({}) == [] and hinted_high_note({"5": {"samples": [], "low_per_fault": 1.0}}) == []
 
 
 def test_funclatencys_histogram_is_read_bucket_by_bucket():
@@ -275,7 +302,10 @@ def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path():
     instructions per fault here (6,853.1 against 6,834.7; with nokaslr, three boots per mode counted the same),
     more than the fifth level's ~15. The direction takes three boots per mode: the lab's verdict, whose
     stability benchmarks/verdict_stability.py measures (the lab's README: reproduced 5 of 5)."""
-    five, four = boot_and_measure(5, TINY, histogram=True), boot_and_measure(4, TINY)
+    five, four = boot_and_measure(5, TINY, histogram=True, high=True), boot_and_measure(4, TINY, high=True)
+    hinted_five, hinted_four = five.pop("hinted_high"), four.pop("hinted_high")
+    assert len(hinted_five) == len(hinted_four) == TINY.fault_rounds
+    assert all(s["high"] for s in hinted_five) and not any(s["high"] for s in hinted_four), "only 5 levels reach 2^48"
     traced = five.pop("handle_mm_fault")
     assert sum(count for _, _, count in traced["buckets"]) >= TINY.pages * TINY.fault_rounds, traced
     assert "handle_mm_fault" not in four
@@ -287,4 +317,4 @@ def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path():
         rounds = [per_fault(s) for s in boot["samples"] if s["mode"] == "anon"]
         assert sum(abs(cost - cheapest) < 1 for cost in rounds) >= 2, (boot["profile"], rounds)
     assert abs(extra_per_fault([five, four])) < 0.01 * boot_cost(four), (boot_cost(five), boot_cost(four))
-    assert not any(vm(profile).running() for profile in PROFILES.values()), "booted for one measurement, stopped after it"
+    assert not any(vm(profile).running() for profile in PROFILES.values()), "booted for one measurement, then stopped"

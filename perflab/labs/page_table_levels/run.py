@@ -28,7 +28,7 @@ from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict
 from .. import CannotShow, Lab
 from .faults import (MIN_RELATIVE, MODES, SOURCE_DIR, Settings, boot_cost, decide, fault_note, faults_argv,
-                     mode_bucket, parse_log2_histogram)
+                     mode_bucket, parse_log2_histogram, per_fault)
 from .native import judge_native, measure_here, other_boot
 
 PROFILES = {5: "la57-icount", 4: "no5lvl-icount"}  # paging levels -> the VM profile that boots with them
@@ -47,13 +47,17 @@ def check_vm_ready() -> None:
 
 TRACED = "handle_mm_fault"
 TRACE_MARK = f"== funclatency {TRACED}"
+HIGH_MARK = "== faults -H"
 
 
-def guest_script(settings: Settings, histogram: bool = False) -> str:
-    """Build the program in the guest, say the paging mode, measure both modes; then, if asked, the histogram."""
+def guest_script(settings: Settings, histogram: bool = False, high: bool = False) -> str:
+    """Build the program in the guest, say the paging mode, measure both modes; then, if asked, the rounds
+    hinted above 2^47 and the histogram, each after its mark, so the measured rounds stay free of both."""
     binary = f"build/{Path(SOURCE_DIR).name}/faults"
     runs = " && ".join(" ".join(faults_argv(binary, mode, settings)) for mode in MODES)
     script = f"make -s -C {SOURCE_DIR} && grep VmallocTotal /proc/meminfo && {runs}"
+    if high:
+        script += f" && echo '{HIGH_MARK}' && {' '.join(faults_argv(binary, 'anon', settings))} -H"
     return f"{script} && {histogram_script(binary, settings)}" if histogram else script
 
 
@@ -82,6 +86,14 @@ def parse_histogram(traced: str) -> dict[str, Any]:
     return {"error": lines[-1] if lines else "funclatency printed nothing"}
 
 
+def split_guest_output(text: str) -> tuple[str, str, str | None]:
+    """The guest's output in its parts: the measured rounds, the rounds hinted above 2^47 ("" if not run), and
+    funclatency's output (None without its mark)."""
+    measured, marked, traced = text.partition(TRACE_MARK)
+    measured, _, hinted_high = measured.partition(HIGH_MARK)
+    return measured, hinted_high, traced if marked else None
+
+
 def parse_guest_output(text: str) -> tuple[int | None, list[dict[str, Any]]]:
     """The guest's paging levels (from its VmallocTotal line) and the program's samples."""
     levels, samples = None, []
@@ -95,7 +107,7 @@ def parse_guest_output(text: str) -> tuple[int | None, list[dict[str, Any]]]:
     return levels, samples
 
 
-def boot_and_measure(levels: int, settings: Settings, histogram: bool = False) -> dict[str, Any]:
+def boot_and_measure(levels: int, settings: Settings, histogram: bool = False, high: bool = False) -> dict[str, Any]:
     """Boot the profile for `levels`, check the guest really runs them, measure, stop the VM."""
     from ...vm.labrun import vm_block
     from ...vm.machine import execute, session
@@ -103,33 +115,36 @@ def boot_and_measure(levels: int, settings: Settings, histogram: bool = False) -
     profile = PROFILES[levels]
     out, err = io.BytesIO(), io.BytesIO()
     with session(profile, progress=False) as machine:
-        code = execute(machine, ["sh", "-c", guest_script(settings, histogram)], stdout=out, stderr=err)
+        code = execute(machine, ["sh", "-c", guest_script(settings, histogram, high)], stdout=out, stderr=err)
         vm = vm_block(machine.info())
     if code != 0:
         last = err.getvalue().decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]
         raise PerflabError(f"the fault benchmark failed in {profile}: {last[0]}")
-    measured, marked, traced = out.getvalue().decode(errors="replace").partition(TRACE_MARK)
+    measured, hinted_high, traced = split_guest_output(out.getvalue().decode(errors="replace"))
     found, samples = parse_guest_output(measured)
     if found != levels:
         raise PerflabError(f"{profile} booted with {found}-level page tables, not {levels}: check vm/{profile}.toml "
                            "(la57, kernel_args) and the guest kernel")
     boot = {"profile": profile, "paging_levels": found, "boot_seconds": vm.get("boot_seconds"),
             "accel": vm.get("accel"), "icount": "-icount" in (vm.get("qemu_argv") or []), "samples": samples}
+    if high:
+        boot["hinted_high"] = parse_guest_output(hinted_high)[1]
     if histogram:
-        boot[TRACED] = parse_histogram(traced) if marked else {"error": "the guest printed no histogram"}
+        boot[TRACED] = parse_histogram(traced) if traced is not None else {"error": "the guest printed no histogram"}
     return boot
 
 
 def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
     """Boot both paging modes round by round, in rotated order, until decided: the race and every boot.
 
-    The first round's boots also draw the handle_mm_fault histogram, kept even if the race drops that round."""
+    The first round's boots also fault in a mapping hinted above 2^47 and draw the handle_mm_fault histogram,
+    kept even if the race drops that round."""
     boots: list[dict[str, Any]] = []
 
     def one_round(r: int, order: list[str]) -> dict[str, float]:
         measured = {}
         for arm in order:
-            boot = dict(boot_and_measure(int(arm[0]), settings, histogram=r == 0), round=r)
+            boot = dict(boot_and_measure(int(arm[0]), settings, histogram=r == 0, high=r == 0), round=r)
             boots.append(boot)
             measured[arm] = boot_cost(boot)
         return measured
@@ -138,8 +153,35 @@ def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
     raced = race(list(ARMS), one_round, lambda values, alpha: decide(values, alpha)[0] in DECIDED, plan,
                  control="4-level", desc="rounds: a boot of la57 and of no5lvl, ~90 s", progress=progress)
     histograms = {str(b["paging_levels"]): b.pop(TRACED) for b in boots if TRACED in b}
+    # Set beside the boot's last anonymous round below 2^47, not its cheapest: by the end of a boot the kernel
+    # has usually moved to the state in which every fault costs about 8 instructions more (see boot_cost).
+    hinted_high = {str(b["paging_levels"]): {"samples": b.pop("hinted_high"), "low_per_fault": last_anon_cost(b)}
+                   for b in boots if "hinted_high" in b}
     return {"race": raced.to_json(), "boots": [b for b in boots if b["round"] >= raced.first_kept],
-            "histograms": histograms}
+            "histograms": histograms, "hinted_high": hinted_high}
+
+
+def last_anon_cost(boot: dict[str, Any]) -> float:
+    return per_fault([sample for sample in boot["samples"] if sample["mode"] == "anon"][-1])
+
+
+def hinted_high_note(hinted_high: dict[str, dict[str, Any]]) -> list[str]:
+    """Where each kernel put a mapping asked for above 2^47, and what its faults cost there."""
+    notes = []
+    for levels in ("5", "4"):
+        arm = hinted_high.get(levels)
+        if not arm or not arm["samples"]:
+            continue
+        if all(sample["high"] for sample in arm["samples"]):
+            cost = min(per_fault(sample) for sample in arm["samples"])  # the cheapest round, as for every boot
+            notes.append(f"{levels}-level: a mapping asked for above 2^47 was put there, under the top table's second "
+                         f"entry (a P4D table of its own): {cost:,.1f} instructions per fault, against "
+                         f"{arm['low_per_fault']:,.1f} in the boot's last round below 2^47; every fault walks five "
+                         "levels, wherever its page is")
+        else:
+            notes.append(f"{levels}-level: a mapping asked for above 2^47 was put below it: with 4 levels, user "
+                         "space ends at 2^47 (128 TiB)")
+    return notes
 
 
 def histogram_note(histograms: dict[str, dict[str, Any]]) -> list[str]:
@@ -213,6 +255,7 @@ class PageTableLevels(Lab):
                  for levels in (5, 4)]
         four, five = (stats.mean(raced.kept(arm)) for arm in ("4-level", "5-level"))
         notes.append(f"5-level minus 4-level: {five - four:+.1f} instructions per anonymous fault")
+        notes += hinted_high_note(result["vms"].get("hinted_high", {}))
         notes += histogram_note(result["vms"].get("histograms", {}))
         notes.append("what this counts: the guest kernel's instructions for the extra level (walking, allocating and "
                      "freeing the P4D), not the MMU's hardware walk, which TCG does not model (no TLB or "
