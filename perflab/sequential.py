@@ -129,11 +129,15 @@ def race(arms: list[str], measure_round: Callable[[int, list[str]], dict[str, fl
             enough = result.rounds - result.first_kept >= min(MIN_KEPT, plan.max_rounds)
             if enough and decided(result.kept_values(), plan.alpha_per_look):
                 result.stopped = "decided"
-                return result
+                break
             if result.seconds * (result.looks + 1) / result.looks > plan.budget_s:
                 result.stopped = "budget"  # one more look would overrun the budget
-                return result
-    result.stopped = "rounds"
+                break
+        else:
+            result.stopped = "rounds"
+        # A race that stops early is finished, not failed: short of its total, a notebook's bar is left red,
+        # with the ETA of rounds that will never run.
+        bar.total = bar.n
     return result
 # ANCHOR_END: race
 

@@ -73,3 +73,22 @@ def test_looking_often_keeps_the_error_rate_below_alpha():
 def test_a_plan_refuses_impossible_rounds(rounds):
     with pytest.raises(PerflabError, match="--runs between 1 and"):
         Plan(5, rounds, 10)
+
+
+def test_a_race_decided_early_leaves_its_bar_finished(monkeypatch):
+    """tqdm's notebook bar closed short of its total turns red (its 'error' style) and keeps a stale ETA."""
+    import perflab.sequential
+    from tqdm.std import tqdm
+
+    closed = []
+
+    class Recorded(tqdm):
+        def close(self):
+            closed.append((self.n, self.total))
+            super().close()
+
+    monkeypatch.setattr(perflab.sequential, "tqdm", Recorded)
+    raced = race(["A", "B"], arms(0.30, seed=1), lambda values, alpha: verdict(values, alpha) in DECIDED,
+                 Plan(5, 60, 60), "A", "test", progress=True)
+    assert raced.stopped == "decided" and raced.rounds < 60
+    assert closed and set(closed) == {(raced.rounds, raced.rounds)}, "closed at its total, not short of it"
