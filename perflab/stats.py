@@ -204,6 +204,7 @@ def harmonic_mean_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[flo
 
 def _resampled(rng: np.random.Generator, x: np.ndarray, statistic: Callable, count: int) -> np.ndarray:
     """statistic of `count` resamples (with replacement) of x, drawn in memory-bounded chunks."""
+    statistic(x.tolist())  # refuses what the statistic refuses (a harmonic mean, values <= 0), resampled or not
     rowwise = _ROWWISE.get(statistic)
     rows = max(1, _BOOTSTRAP_CHUNK // len(x))
     out = []
@@ -443,8 +444,13 @@ def summarize(xs: Sequence[float], confidence: float = 0.95) -> dict:
     }
 
 
-# Row-wise numpy equivalents of the statistics above: same numbers, much faster bootstraps.
-_ROWWISE: dict[Callable, Callable] = {mean: np.mean, median: np.median}
+# Row-wise numpy and scipy equivalents of the statistics above: same numbers, much faster bootstraps.
+# (_resampled computes the statistic once on the whole sample first, so their input checks still run.)
+_ROWWISE: dict[Callable, Callable] = {
+    mean: np.mean,
+    median: np.median,
+    harmonic_mean: lambda sample, axis: scipy_stats().hmean(sample, axis=axis),
+}
 
 
 def plot_range(values: Sequence[float], fence: float = 3.0) -> tuple[float, float]:
