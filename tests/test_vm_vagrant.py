@@ -36,10 +36,11 @@ def libvirt():
         if subprocess.run(["pgrep", "-x", daemon], capture_output=True).returncode != 0:
             subprocess.run([daemon, "-d"], check=True)
             started.append(daemon)
-    for _ in range(50):
-        if Path("/run/libvirt/libvirt-sock").exists():
-            break
+    socket = Path("/run/libvirt/libvirt-sock")
+    deadline = time.monotonic() + 60  # a loaded machine once made it miss a 10 s wait
+    while not socket.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert socket.exists(), "libvirtd started but did not open its socket within 60 s"
     with kvm_device_as_udev_leaves_it():
         yield
     for daemon in reversed(started):
