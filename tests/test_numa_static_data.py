@@ -68,6 +68,33 @@ def test_decide_tells_a_fix_from_noise():
     assert decide({"write": write, "check": [v * 1.001 for v in write]}, 0.05)[0] == "not-reproduced"
 
 
+def test_two_real_nodes_add_the_remote_arm_and_judge_it():
+    """The path only real NUMA hardware takes (numa2 under TCG skips the race): the remote arm homes the
+    global's page on the other node, and its effect against the local write arm is in the verdict's notes."""
+    from perflab.labs.numa_static_data.run import LAB, REMOTE, SPARSE, Placement, arm_argv, race_arms
+    from perflab.sequential import Race
+
+    two_nodes = Placement([0, 1], {0: [0, 1], 1: [2, 3]}, emulated=False)
+    assert race_arms(two_nodes)[-1] == REMOTE and REMOTE not in race_arms(Placement([0, 1], {}, emulated=False))
+    assert arm_argv(Path("p"), two_nodes, "write", TINY)[-2:] == ["-m", "0"], "the line on the threads' node"
+    assert arm_argv(Path("p"), two_nodes, REMOTE, TINY)[-2:] == ["-m", "1"], "the line on the other node"
+
+    def judged(remote_mops: float):
+        rounds = [1 + 0.01 * (r % 3) for r in range(10)]
+        mops = {"none": 100, "read": 99, "write": 40, "check": 98, "padded": 97, SPARSE: 80, REMOTE: remote_mops}
+        race = Race(list(mops), {arm: [m * f for f in rounds] for arm, m in mops.items()}, 0.01, looks=2,
+                    stopped="decided")
+        result = {"numa_balancing": "0", "params": {"cpus": [0, 1], "nodes": two_nodes.nodes, "emulated": False},
+                  "coherence": {"race": race.to_json(), "samples": []}}
+        verdict = LAB.judge(None, result)
+        return verdict, next(n for n in verdict.notes if n.startswith("write arm, line on the threads' node"))
+
+    verdict, note = judged(remote_mops=20)
+    assert verdict.verdict == "reproduced" and ": reproduced, the line's page on the other node" in note, note
+    assert "the threads share the first NUMA node" in " ".join(verdict.notes)
+    assert ": not reproduced, a remote cost of 10% or more is ruled out" in judged(remote_mops=40)[1]
+
+
 def test_launches_predict_first_touch_then_policy():
     planned = launches({0: [0, 1], 1: [2, 3]})
     assert [p["expected"] for p in planned] == [0, 1, 0, 0]

@@ -30,6 +30,12 @@ from .model import MIN_EFFECT, cap_mops, decide, fit
 from .program import ARMS, FIT_KS, Settings, binary, measure_placement, program_argv
 
 REMOTE = "write, line on the other node"
+REMOTE_MEANS = {
+    "reproduced": "reproduced, the line's page on the other node costs the writers more: its every transfer "
+                  "crosses the interconnect",
+    "not-reproduced": f"not reproduced, a remote cost of {MIN_EFFECT:.0%} or more is ruled out here",
+    "inconclusive": "inconclusive, too uncertain to say whether the other node costs more: rerun with more runs",
+}
 SPARSE = f"write, every {FIT_KS[1]}"
 
 
@@ -172,7 +178,7 @@ class NumaStaticData(Lab):
         notes += coherence_notes(kept, result["params"]["cpus"], bool(result["params"]["nodes"]))
         if REMOTE in kept:
             remote, remote_effect_found = remote_effect(kept, raced.alpha_per_look)
-            notes.append(f"{remote_effect_found.text()} ({remote})")
+            notes.append(f"{remote_effect_found.text()}: {REMOTE_MEANS[remote]}")
         notes += raced.notes
         if verdict == "reproduced" and placed_ok is False:
             return Verdict(self.name, "not-reproduced", f"{effect.text()}; but a page did not land where first "
