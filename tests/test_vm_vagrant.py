@@ -37,7 +37,7 @@ def libvirt():
             subprocess.run([daemon, "-d"], check=True)
             started.append(daemon)
     socket = Path("/run/libvirt/libvirt-sock")
-    deadline = time.monotonic() + 60  # a loaded machine once made it miss a 10 s wait
+    deadline = time.monotonic() + 60  # generous: on a loaded machine the daemon starts slowly
     while not socket.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert socket.exists(), "libvirtd started but did not open its socket within 60 s"
