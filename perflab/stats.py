@@ -204,8 +204,9 @@ def harmonic_mean_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[flo
 
 def _resampled(rng: np.random.Generator, x: np.ndarray, statistic: Callable, count: int) -> np.ndarray:
     """statistic of `count` resamples (with replacement) of x, drawn in memory-bounded chunks."""
-    statistic(x.tolist())  # refuses what the statistic refuses (a harmonic mean, values <= 0), resampled or not
     rowwise = _ROWWISE.get(statistic)
+    if rowwise:
+        statistic(x.tolist())  # its input checks (a harmonic mean refuses values <= 0), which rowwise skips
     rows = max(1, _BOOTSTRAP_CHUNK // len(x))
     out = []
     for start in range(0, count, rows):
@@ -445,7 +446,7 @@ def summarize(xs: Sequence[float], confidence: float = 0.95) -> dict:
 
 
 # Row-wise numpy and scipy equivalents of the statistics above: same numbers, much faster bootstraps.
-# (_resampled computes the statistic once on the whole sample first, so their input checks still run.)
+# (_resampled runs the statistic itself once on the whole sample first, so that its input checks still apply.)
 _ROWWISE: dict[Callable, Callable] = {
     mean: np.mean,
     median: np.median,
