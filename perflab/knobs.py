@@ -180,6 +180,17 @@ class TracefsMount(Knob):
         run_as_root(commands[value], "mounting", "util-linux")
 
 
+class TracerSetting(Knob):
+    """One setting of the kernel's tracer in tracefs: which tracer runs, where, for how long, when it stops."""
+
+    kind = "tracer"
+    TARGET = r"current_tracer|tracing_on|events/osnoise/enable|osnoise/(cpus|period_us|runtime_us|stop_tracing_us)"
+
+    @property
+    def path(self) -> str:
+        return f"{TracefsMount.MOUNT_POINT}/{self.target}"
+
+
 class LearnerAccount(Knob):
     """A workshop learner's system user with a private home: learners cannot read each other's work.
 
@@ -229,7 +240,7 @@ def run_as_root(argv: list[str], doing: str, package: str) -> None:
 
 
 KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalancing, RqAffinity, IrqAffinity,
-                                                    TracefsMount, LearnerAccount)}
+                                                    TracefsMount, TracerSetting, LearnerAccount)}
 
 
 def governors(root: SysRoot) -> list[Governor]:

@@ -63,6 +63,17 @@ def test_only_a_profile_that_asks_gets_a_scratch_disk_of_one_queue_on_null_co():
     assert profiles.scratch_disk_args(profiles.load("default")) == []
 
 
+def test_single_threaded_tcg_is_for_the_profile_that_asks_and_the_guest_is_told(tmp_path):
+    def argv(name: str, accel: str) -> list[str]:
+        return machine.qemu_argv(machine.vm(name), tmp_path / "d", tmp_path / "k", tmp_path / "i", accel)
+
+    wide_tcg, wide_kvm, numa2_tcg = argv("wide", "tcg"), argv("wide", "kvm"), argv("numa2", "tcg")
+    assert wide_tcg[wide_tcg.index("-accel") + 1] == "tcg,thread=single"
+    assert profiles.TCG_SINGLE_THREAD in wide_tcg[wide_tcg.index("-append") + 1].split()
+    assert wide_kvm[wide_kvm.index("-accel") + 1] == "kvm" and profiles.TCG_SINGLE_THREAD not in " ".join(wide_kvm)
+    assert numa2_tcg[numa2_tcg.index("-accel") + 1] == "tcg" and profiles.TCG_SINGLE_THREAD not in " ".join(numa2_tcg)
+
+
 def test_la57_is_on_only_where_the_profile_asks():
     assert "max,la57=on,vendor=GenuineIntel" in profiles.machine_args(profiles.load("la57"), "tcg")
     assert "max,la57=off,vendor=GenuineIntel" in profiles.machine_args(profiles.load("default"), "tcg")

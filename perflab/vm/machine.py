@@ -34,7 +34,7 @@ from ..lock import exclusive
 from ..paths import REPO_ROOT
 from . import image as guest_image
 from .image import say
-from .profiles import Profile, check_name, load, machine_args, scratch_disk_args
+from .profiles import TCG_SINGLE_THREAD, Profile, check_name, load, machine_args, scratch_disk_args, single_thread
 from .protocol import PORT_NAME, LineReader, encode, pack, unpack
 
 QEMU = "qemu-system-x86_64"
@@ -205,7 +205,7 @@ def qemu_version() -> str:
 def qemu_argv(machine: VM, disk: Path, kernel: Path, initrd: Path, accel: str) -> list[str]:
     profile = machine.profile
     append = ["root=/dev/vda", "ro", "console=ttyS0", "init=/usr/local/sbin/perflab-init", "panic=-1", "loglevel=4",
-              f"perflab.profile={profile.name}",
+              f"perflab.profile={profile.name}", *([TCG_SINGLE_THREAD] if single_thread(profile, accel) else []),
               *profile.kernel_args]
     return [
         QEMU, "-name", f"perflab-{profile.name}", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",

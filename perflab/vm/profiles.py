@@ -35,6 +35,7 @@ class Profile:
     kernel_args: list[str] = field(default_factory=list)
     icount: str = ""  # QEMU's -icount: the guest clock counts instructions (TCG only), e.g. "shift=0,sleep=off"
     scratch_disk_mib: int = 0  # a one-queue virtio disk that reads zeroes and costs the host no I/O (0: none)
+    tcg_single_thread: bool = False  # under TCG, one host thread runs every vCPU (see TCG_SINGLE_THREAD)
     boot_timeout_s: int = 240  # TCG on two host cores; KVM boots in a few seconds
 
     @property
@@ -76,6 +77,7 @@ KEYS = {
     "icount": (lambda v: isinstance(v, str) and ICOUNT.fullmatch(v) is not None,
                'QEMU\'s -icount value, e.g. "shift=0,sleep=off" (shift 0 to 10 or auto)'),
     "scratch_disk_mib": _whole(0, 1 << 20),
+    "tcg_single_thread": (lambda v: isinstance(v, bool), "true or false"),
     "boot_timeout_s": _whole(10, 3600),
 }
 REQUIRED = [f.name for f in fields(Profile)
@@ -154,13 +156,24 @@ def _check(profile: Profile, where: str) -> None:
         raise PerflabError(f"{where}: memory_mib = {profile.memory_mib} must split evenly into {profile.numa_nodes} NUMA nodes")
 
 
+# The kernel argument that tells the guest one host thread runs all its vCPUs. Multi-threaded TCG hung the RT
+# guest while the kernel patched its own hot code (every vCPU looping on the int3 that text_poke_bp plants, seen
+# with gdb when osnoise switched its tracepoints); one thread runs every vCPU in turn, so none sees a half-patched
+# instruction (40 of 40 osnoise starts and stops, 2026-11-24).
+TCG_SINGLE_THREAD = "perflab.tcg=single"
+
+
+def single_thread(profile: Profile, accel: str) -> bool:
+    return accel == "tcg" and profile.tcg_single_thread
+
+
 def machine_args(profile: Profile, accel: str) -> list[str]:
     """QEMU's CPU, topology and memory arguments for the profile under `accel` (kvm or tcg)."""
     la57 = "on" if profile.la57 else "off"
     # -cpu max gives TCG every feature it emulates, la57 included, so it is switched off unless wanted.
     # Its default vendor is AMD, whose SMT topology Linux reads from a leaf TCG lacks: Intel's it has.
     cpu = f"host,la57={la57}" if accel == "kvm" else f"max,la57={la57},vendor=GenuineIntel"
-    args = ["-machine", "q35", "-accel", accel, "-cpu", cpu,
+    args = ["-machine", "q35", "-accel", "tcg,thread=single" if single_thread(profile, accel) else accel, "-cpu", cpu,
             "-smp", f"{profile.cpus},sockets={profile.sockets},cores={profile.cores},threads={profile.threads}",
             "-m", f"{profile.memory_mib}M"]
     if profile.icount and accel == "tcg":

@@ -42,6 +42,16 @@ def block_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
         return {"skipped": f"{reason}: every interrupt runs in a thread, and blk-mq never sends a completion to "
                            "another CPU when it would only wake that CPU's ksoftirqd (blk_mq_complete_need_ipi); "
                            "boot a standard kernel to sweep rq_affinity (`--vm numa2`)"}
+    plan = disk_plan(machine, root)
+    if "skipped" not in plan and not machine.value("privileges", {}).get("root"):
+        return {"skipped": f"the sweep writes /sys/block/{plan['disk']}/queue/rq_affinity, which needs root: run "
+                           "`sudo perflab run first-core-ipi` (part 1 needs no root)"}
+    return plan
+
+
+def disk_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
+    """A one-queue disk, the one CPU its interrupt arrives on, and a CPU to read from elsewhere (across a cache
+    boundary where there is one); or {"skipped": why}."""
     try:
         disk = find_disk(root)
     except CannotShow as reason:
@@ -50,9 +60,6 @@ def block_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
         return {"skipped": f"{disk.name} has {disk.queues} hardware queues: a multi-queue disk completes each "
                            "request on its own queue's interrupt, near the submitter, so rq_affinity has little to "
                            "move. A single-queue disk shows it (virtio-blk with one queue, a SATA disk)"}
-    if not machine.value("privileges", {}).get("root"):
-        return {"skipped": f"the sweep writes /sys/block/{disk.name}/queue/rq_affinity, which needs root: run "
-                           "`sudo perflab run first-core-ipi` (part 1 needs no root)"}
     interrupts = read_table("/proc/interrupts")
     vectors = [irq for irq in disk.irqs if str(irq) in interrupts.rows]
     if not vectors:

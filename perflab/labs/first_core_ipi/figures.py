@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from ... import inline, stats
 from ...plots import distributions
 from ...verdict import Verdict
-from . import recorded
+from . import noise, recorded
 from .completions import MODES, predicted_cpu
 from .run import OPERATIONS, ROWS, gaps_per_op, per_op
 
@@ -105,6 +105,27 @@ def tracepoints_figure(counted: dict[str, Any]) -> Figure:
     return figure
 
 
+def noise_figure(hunted: dict[str, Any], shown: int = 6) -> Figure:
+    """What osnoise named on the interrupt's CPU, per second of its runtime: reading against nothing reading."""
+    samples = hunted["samples"]
+    sources = sorted({s for sample in samples for s in sample["sources"]},
+                     key=lambda s: -stats.mean(noise.rates(samples, "reading", s) or [0.0]))[:shown]
+    figure = Figure(figsize=(9, 0.45 * len(sources) + 1.4))
+    ax = figure.subplots()
+    for offset, arm, colour, label in ((-0.2, "reading", SHARED_COLOUR, f"CPU {hunted['reader']} reads {hunted['disk']}"),
+                                       (0.2, "idle", SEPARATE_COLOUR, "nothing reads")):
+        bars = [_mean_and_error(noise.rates(samples, arm, s)) for s in sources]
+        ax.barh([i + offset for i in range(len(sources))], [m for m, _ in bars], 0.4, xerr=[e for _, e in bars],
+                capsize=3, color=colour, label=label)
+    ax.set_yticks(range(len(sources)), sources, fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"times per second of osnoise's runtime on CPU {hunted['cpu']} (mean, 95% CI)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    return figure
+
+
 def original_case_figure(data: dict[str, Any] | None = None) -> Figure:
     """The original case's CAL and TLB rows: the hot CPU's count against the range the report gives for the others."""
     data = data or recorded.load()
@@ -135,4 +156,10 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
     if result.get("tracepoints", {}).get("runs"):
         shown.append(("The same interrupts as perf's tracepoints name them, on every CPU",
                       tracepoints_figure(result["tracepoints"])))
+    hunted = result.get("noise", {})
+    if hunted.get("samples"):
+        shown.append((f"What osnoise named on CPU {hunted['cpu']}, the disk's interrupt's CPU", noise_figure(hunted)))
+    elif "skipped" in hunted:
+        shown.append(("What osnoise named on the disk's interrupt's CPU: recorded in the wide VM under TCG, not "
+                      "measured here", noise_figure(recorded.load_hunt()["hunt"])))
     return shown

@@ -1,8 +1,10 @@
-"""The original case, replayed: the counts the report gives, with their source, and nothing made up.
+"""Recorded data, replayed: the original case's counts, and an osnoise hunt recorded where it cannot run now.
 
 perflab/data/first-core-ipi/original-case.json keeps each observation as the
 report states it: the hot CPU's count exactly, the other CPUs' counts as the
 range the report gives (min to max), or a few CPUs' exact counts.
+osnoise-hunt-wide-tcg.json keeps one hunt of part 3 as measured, with where
+and how (a machine without osnoise, or under TCG, shows it from there).
 """
 
 from __future__ import annotations
@@ -13,10 +15,16 @@ from typing import Any
 from ...paths import REPO_ROOT
 
 ORIGINAL_CASE = REPO_ROOT / "perflab" / "data" / "first-core-ipi" / "original-case.json"
+RECORDED_HUNT = ORIGINAL_CASE.with_name("osnoise-hunt-wide-tcg.json")
 
 
 def load() -> dict[str, Any]:
     return json.loads(ORIGINAL_CASE.read_text())
+
+
+def load_hunt() -> dict[str, Any]:
+    """{"source", "caveat", "plan", "hunt": as noise.hunt_on returned it}."""
+    return json.loads(RECORDED_HUNT.read_text())
 
 
 def observation(row: str, data: dict[str, Any] | None = None) -> dict[str, Any]:

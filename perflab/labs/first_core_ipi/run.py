@@ -19,8 +19,8 @@ from ...sequential import DECIDED, MAX_RUNS, Plan, Race, race
 from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
-from . import tracepoints
-from .completions import SOURCE_DIR, block_plan, judge_block, measure_block
+from . import noise, recorded, tracepoints
+from .completions import SOURCE_DIR, block_plan, disk_plan, judge_block, measure_block
 from .procstat import read_table
 
 OPERATIONS = ("munmap", "mprotect", "membarrier")
@@ -30,6 +30,9 @@ ROWS = ("CAL", "TLB")  # function-call IPIs and TLB shootdowns, as /proc/interru
 # paravirtual TLB flush skips a vCPU the host has preempted (it flushes when the vCPU runs again), so a busy host
 # lowers the count (0.2 to 1 per munmap measured on a 2-vCPU KVM guest).
 MIN_PER_OP = 0.05
+# Under QEMU's TCG an operation that interrupts another vCPU costs milliseconds (with one host thread for all
+# vCPUs, as in `wide`, 4 to 8 ms): fewer per run keep the count per operation exact and a round under a minute.
+EMULATED_OPS = 1000
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Settings:
     ops: int  # aggressor operations per run
     reads: int  # reads per run
     threshold_ns: int  # a gap in the victim's timeline longer than this counts (oslat's idea)
+    noise_rounds: int  # the osnoise hunt's rounds, each traces both arms
+    noise_seconds: float  # per arm
 
 
 @dataclass(frozen=True)
@@ -129,14 +134,15 @@ class FirstCoreIpi(Lab):
 
     name = "first-core-ipi"
     QUICK = Settings(rounds_per_look=4, max_rounds=40, budget_s=40, block_rounds=5, ops=5000, reads=1000,
-                     threshold_ns=1000)
+                     threshold_ns=1000, noise_rounds=3, noise_seconds=3.5)
     FULL = Settings(rounds_per_look=5, max_rounds=100, budget_s=180, block_rounds=15, ops=20000, reads=4000,
-                    threshold_ns=1000)
+                    threshold_ns=1000, noise_rounds=8, noise_seconds=4.5)
     IN_A_VM = ("in a VM the interrupt counts are the guest kernel's and hold; KVM's paravirtual TLB flush skips a "
                "vCPU the host has preempted, so a busy host lowers the count per operation, and the victim's gaps "
                "include the host's preemptions")
     CANNOT_SHOW = ("Any machine with two CPUs shows part 1, in a VM too: `perflab run first-core-ipi --vm default`; "
-                   "`--vm numa2` shows part 2 as well, on a one-queue scratch disk across two sockets")
+                   "`--vm numa2` shows part 2 as well, on a one-queue scratch disk across two sockets, and `--vm wide` "
+                   "the osnoise hunt")
 
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
         """`runs` caps part 1's race and sets part 2's rounds; a confidence interval needs two."""
@@ -160,12 +166,16 @@ class FirstCoreIpi(Lab):
         return Placement(victim=machine.online_cpus[-1], aggressor=machine.online_cpus[-2])
 
     def measure(self, machine: Machine, placement: Placement, settings: Settings, progress: bool) -> dict[str, Any]:
+        if (machine.value("virtualization", {}).get("vendor") or "").startswith("TCG"):
+            settings = replace(settings, ops=min(settings.ops, EMULATED_OPS))
         result = results.new_result(self.name, "run", machine.summary(), {**asdict(placement), **asdict(settings)})
         plan = block_plan(machine, default_root())  # first: a bad PERFLAB_BLOCK_DEVICE stops the run at once
         result["bystander"] = measure_bystander(placement, settings, progress)
         result["block"] = {"plan": plan, "samples": [] if "skipped" in plan else measure_block(plan, settings.block_rounds, settings.reads, progress)}
         result["tracepoints"] = tracepoints.count_workloads(placement.victim, placement.aggressor, settings.ops,
                                                             settings.reads, plan, machine, progress)
+        result["noise"] = noise.hunt(machine, disk_plan(machine, default_root()), default_root(),
+                                     settings.noise_rounds, settings.noise_seconds, progress)
         return result
 
     def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:
@@ -187,6 +197,10 @@ class FirstCoreIpi(Lab):
             notes += block_notes
         if "tracepoints" in result:  # results saved before part 3 was added have none
             notes += tracepoints.notes(result["tracepoints"], victim, plan)
+        if "noise" in result:  # nor the osnoise hunt
+            notes += noise.notes(result["noise"])
+            if "skipped" in result["noise"]:
+                notes += [f"recorded in the wide VM under TCG: {line}" for line in noise.notes(recorded.load_hunt()["hunt"])]
         shown = f"{effect.text()}"
         if verdict == "reproduced" and block_ok is False:
             return Verdict(self.name, "not-reproduced", f"{shown}; but block completions did not land where "
