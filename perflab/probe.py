@@ -78,6 +78,10 @@ class Machine:
         fact = self.facts.get(name)
         return default if fact is None or fact.value is None else fact.value
 
+    def emulated(self) -> bool:
+        """QEMU's TCG runs this machine: every instruction recompiled, no caches or core distances of its own."""
+        return (self.value("virtualization", {}).get("vendor") or "").startswith("TCG")
+
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "facts": {name: f.to_json() for name, f in self.facts.items()}}
 

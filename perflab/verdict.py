@@ -110,8 +110,7 @@ def unless_emulated(verdict: Verdict, machine: Any, needs: str) -> Verdict:
     core distances of their own, so whatever it measured is not the phenomenon. The measurement and
     the would-be verdict stay in the results and notes, for reading, not for concluding.
     """
-    vendor = ((machine.value("virtualization") or {}).get("vendor") or "")
-    if not vendor.startswith("TCG"):
+    if not machine.emulated():
         return verdict
     return Verdict(verdict.lab, "cannot-show",
                    f"the CPU is emulated (QEMU's TCG), and {needs}; run on bare metal or in a KVM guest",

@@ -92,8 +92,7 @@ def why_not(machine: Machine, plan: dict[str, Any], root: SysRoot) -> str | None
         return f"it watches a disk's interrupt, and {plan['skipped']}"
     if not machine.value("privileges", {}).get("root"):
         return "osnoise is a kernel tracer that only root may start: run `sudo perflab run first-core-ipi`"
-    emulated = (machine.value("virtualization", {}).get("vendor") or "").startswith("TCG")
-    if emulated and TCG_SINGLE_THREAD not in (root.read("/proc/cmdline") or "").split():
+    if machine.emulated() and TCG_SINGLE_THREAD not in (root.read("/proc/cmdline") or "").split():
         return (f"under QEMU's multi-threaded TCG, the guest hung in {MTTCG_HANGS} sessions that traced with osnoise, "
                 "as the kernel patched its own tracepoints; a profile with `tcg_single_thread = true` (wide) runs "
                 "the hunt, and so do KVM guests and bare metal")

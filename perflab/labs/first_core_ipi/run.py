@@ -166,7 +166,7 @@ class FirstCoreIpi(Lab):
         return Placement(victim=machine.online_cpus[-1], aggressor=machine.online_cpus[-2])
 
     def measure(self, machine: Machine, placement: Placement, settings: Settings, progress: bool) -> dict[str, Any]:
-        if (machine.value("virtualization", {}).get("vendor") or "").startswith("TCG"):
+        if machine.emulated():
             settings = replace(settings, ops=min(settings.ops, EMULATED_OPS))
         result = results.new_result(self.name, "run", machine.summary(), {**asdict(placement), **asdict(settings)})
         plan = block_plan(machine, default_root())  # first: a bad PERFLAB_BLOCK_DEVICE stops the run at once
@@ -174,8 +174,9 @@ class FirstCoreIpi(Lab):
         result["block"] = {"plan": plan, "samples": [] if "skipped" in plan else measure_block(plan, settings.block_rounds, settings.reads, progress)}
         result["tracepoints"] = tracepoints.count_workloads(placement.victim, placement.aggressor, settings.ops,
                                                             settings.reads, plan, machine, progress)
-        result["noise"] = noise.hunt(machine, disk_plan(machine, default_root()), default_root(),
-                                     settings.noise_rounds, settings.noise_seconds, progress)
+        watched = plan if "skipped" not in plan else disk_plan(machine, default_root())  # part 2's disk, if it has one
+        result["noise"] = noise.hunt(machine, watched, default_root(), settings.noise_rounds, settings.noise_seconds,
+                                     progress)
         return result
 
     def judge(self, machine: Machine, result: dict[str, Any]) -> Verdict:

@@ -45,7 +45,7 @@ def why_not(machine: Machine) -> str | None:
         return "perf counts tracepoints on every CPU only as root: run `sudo perflab run first-core-ipi`"
     if shutil.which("perf") is None:
         return "perf is missing: install Debian's linux-perf package (`make lab` does)"
-    if (machine.value("virtualization", {}).get("vendor") or "").startswith("TCG"):
+    if machine.emulated():
         # Seen in numa2: perf stuck in the guest kernel (a soft lockup on CPU 0) in 1 of 6 lab runs.
         return ("QEMU's TCG emulation can hang in perf's per-CPU tracepoint counting, so it is left out here; "
                 "bare metal and KVM guests count them")

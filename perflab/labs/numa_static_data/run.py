@@ -46,10 +46,6 @@ class Placement:
     emulated: bool
 
 
-def emulated(machine: Machine) -> bool:
-    return ((machine.value("virtualization") or {}).get("vendor") or "").startswith("TCG")
-
-
 def node_cpus(machine: Machine) -> dict[int, list[int]]:
     return {n["node"]: n["cpus"] for n in machine.value("numa_nodes") or [] if n["cpus"]}
 
@@ -138,11 +134,11 @@ class NumaStaticData(Lab):
             if len(set(cpus)) < 2:
                 raise CannotShow(f"give two or more different CPUs for the threads (-C 0,1), not {cpus}: one "
                                  "thread shares its line with no one")
-            return Placement(sorted(set(cpus)), nodes, emulated(machine))
+            return Placement(sorted(set(cpus)), nodes, machine.emulated())
         home = sorted(nodes.items())[0][1] if nodes else machine.online_cpus
         if len(home) < 2:
             raise CannotShow("one CPU: no other thread to share the line with")
-        return Placement(home[-2:], nodes, emulated(machine))
+        return Placement(home[-2:], nodes, machine.emulated())
 
     def measure(self, machine: Machine, placement: Placement, settings: Settings, progress: bool,
                 part: str = "auto") -> dict[str, Any]:
