@@ -18,7 +18,23 @@ from pathlib import Path
 from .errors import PerflabError
 from .journal import SystemChanges
 from .knobs import TracefsMount
+from .probe import Machine
 from .sysfs import SysRoot
+from .vm.profiles import TCG_SINGLE_THREAD
+
+# Guest sessions that hung under QEMU's multi-threaded TCG while switching tracepoints: osnoise 7 of 13 (rtla 3
+# of 7, perflab's hunt 4 of 6), perf 1 of 6 lab runs in numa2. Single-threaded (2026-11-24/25): osnoise 40 of 40
+# starts and stops, perf 160 of 160 sessions (80 with a reader busy), no hang.
+MTTCG_HANGS = "7 of 13"
+
+
+def patching_can_hang(machine: Machine, root: SysRoot) -> bool:
+    """Whether switching tracepoints on and off can hang this machine: a guest of QEMU's multi-threaded TCG.
+
+    Switching a tracepoint rewrites kernel code under an int3 (text_poke_bp); under multi-threaded TCG every
+    vCPU of a hung guest sat in that int3, in the timer interrupt's tracepoint. A profile with
+    `tcg_single_thread` runs all vCPUs on one host thread and says so on the guest's kernel command line."""
+    return machine.emulated() and TCG_SINGLE_THREAD not in (root.read("/proc/cmdline") or "").split()
 
 
 @dataclass(frozen=True)

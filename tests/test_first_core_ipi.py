@@ -18,12 +18,13 @@ import pytest
 from perflab import journal
 from perflab.errors import PerflabError
 from perflab.knobs import RqAffinity, TracefsMount
-from perflab.labs.first_core_ipi import LAB, noise, recorded, tracepoints
+from perflab.labs.first_core_ipi import LAB, figures, noise, oslat, recorded, tracepoints
 from perflab.labs.first_core_ipi.blockdev import scratch_disk
 from perflab.labs.first_core_ipi.completions import block_plan, forced_irq_threads, judge_block, predicted_cpu
 from perflab.labs.first_core_ipi.procstat import parse_table, read_table
 from perflab.probe import Fact, Machine
 from perflab.sysfs import SysRoot, default_root
+from perflab.tracing import MTTCG_HANGS
 from perflab.verdict import VERDICTS
 from perflab.vm.profiles import SCRATCH_SERIAL, TCG_SINGLE_THREAD
 
@@ -31,6 +32,7 @@ from conftest import REPO, run_cli
 
 CAPTURES = REPO / "tests" / "fixtures" / "proc"
 OSNOISE = REPO / "tests" / "fixtures" / "osnoise"  # traces from the wide VM's RT kernel, CPU 7 taking disk interrupt 34
+OSLAT = REPO / "tests" / "fixtures" / "oslat"  # oslat --json: this KVM guest's CPU 1 (vda's interrupt), and wide's
 
 
 # ---------------------------------------------------------------- the parsers
@@ -162,6 +164,12 @@ def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path,
     assert saved["verdict"]["verdict"] == verdict.verdict
     titles = [title for title, _ in LAB.figures(verdict)]
     assert titles[0] == "Interrupts on the bystander per aggressor operation"
+    timed = result["oslat"]
+    if "skipped" not in timed:
+        assert [s["arm"] for s in timed["samples"][:2]] == ["reading", "idle"]
+        assert all(s["seconds"] == pytest.approx(LAB.QUICK.oslat_seconds, abs=0.1) for s in timed["samples"])
+        assert any(note.startswith(f"oslat on CPU {timed['cpu']}: ") for note in verdict.notes)
+        assert any(title.startswith(f"What a spinning thread on CPU {timed['cpu']} sees") for title in titles)
     hunted = result["noise"]
     assert "skipped" in hunted or {s["arm"] for s in hunted["samples"]} == {"reading", "idle"}
     if "skipped" in hunted:  # the recorded hunt stands in, and says so
@@ -169,17 +177,22 @@ def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path,
         assert any(note.startswith("recorded in the wide VM under TCG: osnoise on CPU 7") for note in verdict.notes)
 
 
-@pytest.mark.parametrize("root, vendor, reason", [
-    (False, "KVM", "only as root"), (True, "TCGTCGTCGTCG", "TCG emulation can hang"), (True, "KVM", None)])
-def test_part_3_says_why_it_cannot_count(root, vendor, reason):
+@pytest.mark.parametrize("root, vendor, cmdline, reason", [
+    (False, "KVM", "", "only as root"),
+    (True, "TCGTCGTCGTCG", "perflab.profile=numa2", "under QEMU's multi-threaded TCG, perf's tracepoints can hang"),
+    (True, "TCGTCGTCGTCG", f"perflab.profile=wide {TCG_SINGLE_THREAD}", None),
+    (True, "KVM", "", None)])
+def test_part_3_says_why_it_cannot_count(tmp_path, root, vendor, cmdline, reason):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cmdline").write_text(f"root=/dev/vda ro {cmdline}\n")
     machine = Machine({"privileges": Fact({"root": root}, "t"), "virtualization": Fact({"vendor": vendor}, "t")})
-    found = tracepoints.why_not(machine)
+    found = tracepoints.why_not(machine, SysRoot(tmp_path))
     assert found is None if reason is None else reason in found
 
 
 def test_perf_names_the_ipis_a_bystander_takes_and_leaves_tracefs_as_it_was():
     machine = LAB.probe()
-    if reason := tracepoints.why_not(machine):
+    if reason := tracepoints.why_not(machine, default_root()):
         pytest.skip(reason)
     tracefs_before = TracefsMount().read()
     victim, aggressor = machine.online_cpus[-1], machine.online_cpus[-2]
@@ -244,7 +257,7 @@ def test_the_recorded_hunt_names_the_disks_interrupt_and_what_stopped_it():
 @pytest.mark.parametrize("plan, root, vendor, cmdline, reason", [
     ({"skipped": "vda has 8 hardware queues"}, True, "KVM", "", "it watches a disk's interrupt, and vda has 8"),
     ({}, False, "KVM", "", "`sudo perflab run first-core-ipi`"),
-    ({}, True, "TCGTCGTCGTCG", "perflab.profile=numa2", f"the guest hung in {noise.MTTCG_HANGS} sessions"),
+    ({}, True, "TCGTCGTCGTCG", "perflab.profile=numa2", f"the guest hung in {MTTCG_HANGS} sessions"),
     ({}, True, "TCGTCGTCGTCG", f"perflab.profile=wide {TCG_SINGLE_THREAD}", None),
     ({}, True, "KVM", "", None)])
 def test_the_hunt_says_why_it_cannot_run(tmp_path, plan, root, vendor, cmdline, reason):
@@ -253,6 +266,50 @@ def test_the_hunt_says_why_it_cannot_run(tmp_path, plan, root, vendor, cmdline, 
     machine = Machine({"privileges": Fact({"root": root}, "t"), "virtualization": Fact({"vendor": vendor}, "t")})
     found = noise.why_not(machine, plan, SysRoot(tmp_path))
     assert found is None if reason is None else reason in found
+
+
+# ---------------------------------------------------------------- part 3: oslat's spinning thread
+
+def test_oslat_json_gives_the_histogram_of_the_thread_on_the_cpu_asked_for():
+    text = (OSLAT / "wide-tcg-cpus5and7-reading.json").read_text()
+    on_7 = oslat.parse_json(text, 7)
+    assert (on_7["seconds"], on_7["max_us"]) == (3.997, 17247)  # oslat -D 4 measures its own duration
+    assert [us for us, _ in on_7["histogram"]] == list(range(1, 33))
+    assert on_7["histogram"][1] == [2, 457] and on_7["histogram"][-1] == [32, 1233]  # 32: and every longer pass
+    assert oslat.parse_json(text, 5)["max_us"] == 14579
+    with pytest.raises(PerflabError, match="no thread on CPU 3"):
+        oslat.parse_json(text, 3)
+
+
+def test_oslat_counts_passes_of_two_us_or_more_per_second_and_survives_a_json_round_trip():
+    """One idle and one reading capture per round: the gaps per second, the note and the figure from saved JSON."""
+    samples = [{"round": r, "arm": arm, **oslat.parse_json((OSLAT / f"kvm-cpu1-{arm}.json").read_text(), 1)}
+               for r in range(2) for arm in ("reading", "idle")]
+    timed = json.loads(json.dumps({"cpu": 1, "reader": 0, "disk": "vda", "samples": samples}))
+    idle = json.loads((OSLAT / "kvm-cpu1-idle.json").read_text())["thread"]["0"]
+    expected = sum(n for us, n in idle["histogram"].items() if us != "1") / idle["duration"]
+    assert oslat.gaps_per_second(timed["samples"], "idle") == [expected, expected]
+    reading = oslat.gaps_per_second(timed["samples"], "reading")
+    assert reading[0] > 2 * expected
+    note, = oslat.notes(timed)
+    assert note.startswith(f"oslat on CPU 1: {reading[0]:,.0f} passes of 2 us or more per second while CPU 0 read vda, "
+                           f"{expected:,.0f} while nothing read")
+    assert "the longest pass 1,445 us reading, 4,127 us idle" in note
+    ax, = figures.oslat_figure(timed).axes
+    assert ax.get_yscale() == "log" and len(ax.patches) == 2 * 31  # buckets 2 to 32, both arms
+
+
+@pytest.mark.parametrize("plan, vendor, installed, reason", [
+    ({"skipped": "vda has 8 hardware queues"}, "KVM", True, "it watches a disk's interrupt, and vda has 8"),
+    ({}, "TCGTCGTCGTCG", True, "so oslat times QEMU"),
+    ({}, "KVM", False, "install Debian's rt-tests"),
+    ({}, "KVM", True, None)])
+def test_oslat_says_why_it_cannot_run(monkeypatch, plan, vendor, installed, reason):
+    monkeypatch.setattr(oslat.shutil, "which", lambda tool: f"/usr/bin/{tool}" if installed else None)
+    machine = Machine({"virtualization": Fact({"vendor": vendor}, "t")})
+    found = oslat.why_not(machine, plan)
+    assert found is None if reason is None else reason in found
+    assert oslat.notes({"skipped": "why"}) == ["oslat (part 3) not run: why"]
 
 
 def osnoise_tree(tmp_path: Path, tracers: str) -> Path:
@@ -297,6 +354,7 @@ import sys
 from perflab.labs.first_core_ipi.completions import block_plan, measure_block
 from perflab.labs.first_core_ipi import LAB
 from perflab.sysfs import SysRoot, default_root
+from perflab.tracing import MTTCG_HANGS
 plan = block_plan(LAB.probe(), default_root())
 print("started", flush=True)
 measure_block(plan, rounds=10_000, reads=200, progress=False)

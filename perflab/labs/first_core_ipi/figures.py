@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from ... import inline, stats
 from ...plots import distributions
 from ...verdict import Verdict
-from . import noise, recorded
+from . import noise, oslat, recorded
 from .completions import MODES, predicted_cpu
 from .run import OPERATIONS, ROWS, gaps_per_op, per_op
 
@@ -126,6 +126,29 @@ def noise_figure(hunted: dict[str, Any], shown: int = 6) -> Figure:
     return figure
 
 
+def oslat_figure(timed: dict[str, Any]) -> Figure:
+    """oslat's histogram on the interrupt's CPU, passes per second in each microsecond bucket: reading against idle."""
+    samples = timed["samples"]
+    buckets = sorted({us for s in samples for us, _ in s["histogram"] if us >= oslat.GAP_US})
+    figure = Figure(figsize=(9, 3.4))
+    ax = figure.subplots()
+    for offset, arm, colour, label in ((-0.2, "reading", SHARED_COLOUR, f"CPU {timed['reader']} reads {timed['disk']}"),
+                                       (0.2, "idle", SEPARATE_COLOUR, "nothing reads")):
+        chosen = [s for s in samples if s["arm"] == arm]
+        seconds = sum(s["seconds"] for s in chosen)
+        passes = {us: sum(n for s in chosen for bucket, n in s["histogram"] if bucket == us) for us in buckets}
+        ax.bar([us + offset for us in buckets], [passes[us] / seconds for us in buckets], 0.4, color=colour,
+               label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(buckets[::2], [f"{us}+" if us == buckets[-1] else str(us) for us in buckets[::2]], fontsize=8)
+    ax.set_xlabel(f"one pass of oslat's loop on CPU {timed['cpu']}, us (an undisturbed pass takes under {oslat.GAP_US})")
+    ax.set_ylabel("passes per second (log scale)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
 def original_case_figure(data: dict[str, Any] | None = None) -> Figure:
     """The original case's CAL and TLB rows: the hot CPU's count against the range the report gives for the others."""
     data = data or recorded.load()
@@ -156,6 +179,9 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
     if result.get("tracepoints", {}).get("runs"):
         shown.append(("The same interrupts as perf's tracepoints name them, on every CPU",
                       tracepoints_figure(result["tracepoints"])))
+    timed = result.get("oslat", {})
+    if timed.get("samples"):
+        shown.append((f"What a spinning thread on CPU {timed['cpu']} sees: oslat's loop times", oslat_figure(timed)))
     hunted = result.get("noise", {})
     if hunted.get("samples"):
         shown.append((f"What osnoise named on CPU {hunted['cpu']}, the disk's interrupt's CPU", noise_figure(hunted)))

@@ -16,6 +16,7 @@ run ends; tracefs is mounted through it when it is not.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -33,9 +34,8 @@ from ...journal import SystemChanges
 from ...knobs import TracerSetting
 from ...probe import Machine
 from ...sysfs import SysRoot
-from ...tracing import tracefs_folder
+from ...tracing import MTTCG_HANGS, patching_can_hang, tracefs_folder
 from ...verdict import ALPHA
-from ...vm.profiles import TCG_SINGLE_THREAD
 from .completions import SOURCE_DIR, rotated
 
 # osnoise's thread runs a fifth of each second, on one CPU: the rest of the guest goes on even under emulation.
@@ -43,7 +43,6 @@ RUNTIME_US, PERIOD_US = 200_000, 1_000_000
 STOP_US = 100  # the gap the hunt stops at: a latency-critical thread's budget, far above an interrupt's cost
 STOP_WAIT_S = 10  # how long the hunt waits for such a gap
 ARMS = ("reading", "idle")
-MTTCG_HANGS = "7 of 13"  # rtla 3 of 7; this module's tracing 4 of 6 (2026-11-24); single-threaded TCG none
 HARDWARE = "hw (nothing in the kernel ran)"
 
 # One line per period (RUNTIME NOISE %AVAILABLE MAX-SINGLE HW NMI IRQ SIRQ THREAD), one per named gap, and one per
@@ -92,7 +91,7 @@ def why_not(machine: Machine, plan: dict[str, Any], root: SysRoot) -> str | None
         return f"it watches a disk's interrupt, and {plan['skipped']}"
     if not machine.value("privileges", {}).get("root"):
         return "osnoise is a kernel tracer that only root may start: run `sudo perflab run first-core-ipi`"
-    if machine.emulated() and TCG_SINGLE_THREAD not in (root.read("/proc/cmdline") or "").split():
+    if patching_can_hang(machine, root):
         return (f"under QEMU's multi-threaded TCG, the guest hung in {MTTCG_HANGS} sessions that traced with osnoise, "
                 "as the kernel patched its own tracepoints; a profile with `tcg_single_thread = true` (wide) runs "
                 "the hunt, and so do KVM guests and bare metal")
@@ -116,6 +115,11 @@ class Reader:
         _, err = self.process.communicate()
         if self.process.returncode not in (0, -15) and not exc[0]:
             raise PerflabError(f"the reader failed: {err.decode(errors='replace').strip() or self.process.returncode}")
+
+
+def in_arm(arm: str, binary: Path, plan: dict[str, Any], folder: str) -> Reader | contextlib.nullcontext:
+    """What runs beside the measurement in `arm`: the reader while "reading", nothing while "idle"."""
+    return Reader(binary, plan, folder) if arm == "reading" else contextlib.nullcontext()
 
 
 class NoOsnoise(PerflabError):
@@ -180,10 +184,7 @@ def hunt_on(plan: dict[str, Any], root: SysRoot, rounds: int, seconds: float, pr
                   file=sys.stderr, leave=False) as bar:
             for r in range(rounds):
                 for arm in rotated(ARMS, r):
-                    if arm == "reading":
-                        with Reader(reader, plan, folder):
-                            text = tracer.trace(seconds)
-                    else:
+                    with in_arm(arm, reader, plan, folder):
                         text = tracer.trace(seconds)
                     samples.append({"round": r, "arm": arm, **parse_trace(text, cpu)})
                     bar.update()

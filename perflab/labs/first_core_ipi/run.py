@@ -19,7 +19,7 @@ from ...sequential import DECIDED, MAX_RUNS, Plan, Race, race
 from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
-from . import noise, recorded, tracepoints
+from . import noise, oslat, recorded, tracepoints
 from .completions import SOURCE_DIR, block_plan, disk_plan, judge_block, measure_block
 from .procstat import read_table
 
@@ -47,8 +47,9 @@ class Settings:
     ops: int  # aggressor operations per run
     reads: int  # reads per run
     threshold_ns: int  # a gap in the victim's timeline longer than this counts (oslat's idea)
-    noise_rounds: int  # the osnoise hunt's rounds, each traces both arms
-    noise_seconds: float  # per arm
+    noise_rounds: int  # part 3's rounds: oslat and the osnoise hunt each run both arms per round
+    noise_seconds: float  # osnoise's trace per arm
+    oslat_seconds: int  # oslat's loop per arm, after its one-second preheat
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,9 @@ class FirstCoreIpi(Lab):
 
     name = "first-core-ipi"
     QUICK = Settings(rounds_per_look=4, max_rounds=40, budget_s=40, block_rounds=5, ops=5000, reads=1000,
-                     threshold_ns=1000, noise_rounds=3, noise_seconds=3.5)
+                     threshold_ns=1000, noise_rounds=3, noise_seconds=3.5, oslat_seconds=1)
     FULL = Settings(rounds_per_look=5, max_rounds=100, budget_s=180, block_rounds=15, ops=20000, reads=4000,
-                    threshold_ns=1000, noise_rounds=8, noise_seconds=4.5)
+                    threshold_ns=1000, noise_rounds=8, noise_seconds=4.5, oslat_seconds=4)
     IN_A_VM = ("in a VM the interrupt counts are the guest kernel's and hold; KVM's paravirtual TLB flush skips a "
                "vCPU the host has preempted, so a busy host lowers the count per operation, and the victim's gaps "
                "include the host's preemptions")
@@ -175,6 +176,7 @@ class FirstCoreIpi(Lab):
         result["tracepoints"] = tracepoints.count_workloads(placement.victim, placement.aggressor, settings.ops,
                                                             settings.reads, plan, machine, progress)
         watched = plan if "skipped" not in plan else disk_plan(machine, default_root())  # part 2's disk, if it has one
+        result["oslat"] = oslat.time_loops(machine, watched, settings.noise_rounds, settings.oslat_seconds, progress)
         result["noise"] = noise.hunt(machine, watched, default_root(), settings.noise_rounds, settings.noise_seconds,
                                      progress)
         return result
@@ -198,6 +200,8 @@ class FirstCoreIpi(Lab):
             notes += block_notes
         if "tracepoints" in result:  # results saved before part 3 was added have none
             notes += tracepoints.notes(result["tracepoints"], victim, plan)
+        if "oslat" in result:  # nor oslat
+            notes += oslat.notes(result["oslat"])
         if "noise" in result:  # nor the osnoise hunt
             notes += noise.notes(result["noise"])
             if "skipped" in result["noise"]:

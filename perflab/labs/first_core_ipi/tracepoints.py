@@ -22,8 +22,8 @@ from ...errors import PerflabError
 from ...journal import SystemChanges
 from ...knobs import RqAffinity
 from ...probe import Machine
-from ...sysfs import default_root
-from ...tracing import Tracepoint, chosen_events, count_per_cpu, tracefs_folder
+from ...sysfs import SysRoot, default_root
+from ...tracing import Tracepoint, chosen_events, count_per_cpu, patching_can_hang, tracefs_folder
 from .completions import SOURCE_DIR
 
 # ANCHOR: tracepoints
@@ -39,26 +39,27 @@ CPU_VICTIM, CPU_INTERRUPT, CPU_SUBMITTER = "the victim", "the disk's interrupt",
 WORKLOADS = (("munmap", "shared"), ("munmap", "separate"), ("mprotect", "shared"), ("membarrier", "shared"))
 
 
-def why_not(machine: Machine) -> str | None:
+def why_not(machine: Machine, root: SysRoot) -> str | None:
     """Why perf cannot count tracepoints here, or None."""
     if not machine.value("privileges", {}).get("root"):
         return "perf counts tracepoints on every CPU only as root: run `sudo perflab run first-core-ipi`"
     if shutil.which("perf") is None:
         return "perf is missing: install Debian's linux-perf package (`make lab` does)"
-    if machine.emulated():
+    if patching_can_hang(machine, root):
         # Seen in numa2: perf stuck in the guest kernel (a soft lockup on CPU 0) in 1 of 6 lab runs.
-        return ("QEMU's TCG emulation can hang in perf's per-CPU tracepoint counting, so it is left out here; "
-                "bare metal and KVM guests count them")
+        return ("under QEMU's multi-threaded TCG, perf's tracepoints can hang the guest as the kernel patches its "
+                "own code, so they are left out here; `--vm wide` (one host thread for all vCPUs), KVM guests and "
+                "bare metal count them")
     return None
 
 
 def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: dict[str, Any], machine: Machine,
                     progress: bool) -> dict[str, Any]:
     """Each workload once under perf stat: {"events": label -> tracepoint, "runs": [...]}, or {"skipped": why}."""
-    if reason := why_not(machine):
+    root = default_root()
+    if reason := why_not(machine, root):
         return {"skipped": reason}
     bystander = ensure_built(SOURCE_DIR, "bystander")
-    root = default_root()
     runs = []
     with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-tracepoints-") as folder:
         try:

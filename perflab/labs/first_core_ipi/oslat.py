@@ -1,0 +1,115 @@
+"""Lab 3, part 3 as a latency-critical thread sees it: rt-tests' oslat spins on the disk interrupt's CPU.
+
+oslat runs a busy loop pinned to one CPU and puts the time of every pass in
+a histogram of whole microseconds; an undisturbed pass takes under two. In
+rounds of two arms in rotated order, a reader on another CPU reads the disk
+or nothing reads, and the passes of two microseconds or more per second are
+the gaps the disk's interrupt and its completion leave in a spinning thread.
+
+oslat times its loop with the TSC, so its gaps belong to the guest only
+where the guest's CPU is real: bare metal and KVM (whose host preemptions
+fall on both arms alike). Under QEMU's TCG the loop stops whenever QEMU
+runs something else, and those stops swamp the disk's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ... import stats
+from ...build import ensure_built
+from ...errors import PerflabError
+from ...probe import Machine
+from ...verdict import ALPHA
+from .completions import SOURCE_DIR, rotated
+from .noise import ARMS, in_arm
+
+GAP_US = 2  # oslat's bucket 1 holds every undisturbed pass; from bucket 2 on, something else ran
+# Measured in wide (TCG, one host thread for 8 vCPUs), oslat on CPU 7 for 4 s, twice per arm, 2026-11-25.
+TCG_GAPS = "2,257 and 2,954 gaps with nothing reading, 1,899 and 3,833 while CPU 3 read the disk on CPU 7's interrupt"
+
+
+def why_not(machine: Machine, plan: dict[str, Any]) -> str | None:
+    """Why oslat cannot time the disk's interrupt here, or None."""
+    if "skipped" in plan:
+        return f"it watches a disk's interrupt, and {plan['skipped']}"
+    if machine.emulated():
+        return (f"under QEMU's TCG a vCPU's loop stops whenever QEMU runs another, so oslat times QEMU (in wide: "
+                f"{TCG_GAPS}); KVM guests and bare metal run it")
+    if shutil.which("oslat") is None:
+        return "oslat is missing: install Debian's rt-tests package (`make lab` does)"
+    return None
+
+
+def parse_json(text: str, cpu: int) -> dict[str, Any]:
+    """oslat's --json file, for the thread on `cpu`: {"seconds", "max_us", "histogram": [[us, passes], ...]}.
+
+    Pairs, not a mapping, because JSON's keys are strings. The last bucket also holds every longer pass."""
+    for thread in json.loads(text)["thread"].values():
+        if thread["cpu"] == cpu:
+            return {"seconds": thread["duration"], "max_us": thread["max"],
+                    "histogram": sorted([int(us), passes] for us, passes in thread["histogram"].items())}
+    raise PerflabError(f"oslat's results have no thread on CPU {cpu}")
+
+
+def run_oslat(cpu: int, main_cpu: int, seconds: int, folder: str) -> dict[str, Any]:
+    """oslat on `cpu` for `seconds` (after its one-second preheat), its main thread parked on `main_cpu`."""
+    output = Path(folder) / "oslat.json"
+    done = subprocess.run(["oslat", "-c", str(cpu), "-C", str(main_cpu), "-D", str(seconds), "-q",
+                           f"--json={output}"], capture_output=True, text=True)
+    if done.returncode != 0 or not output.exists():
+        raise PerflabError(f"oslat failed: {done.stderr.strip() or done.returncode}")
+    return parse_json(output.read_text(), cpu)
+
+
+def time_loops(machine: Machine, plan: dict[str, Any], rounds: int, seconds: int, progress: bool) -> dict[str, Any]:
+    """oslat's loop on the disk interrupt's CPU (see time_loops_on), or {"skipped": why}."""
+    if reason := why_not(machine, plan):
+        return {"skipped": reason}
+    return time_loops_on(plan, rounds, seconds, progress)
+
+
+# ANCHOR: oslat
+def time_loops_on(plan: dict[str, Any], rounds: int, seconds: int, progress: bool) -> dict[str, Any]:
+    """Rounds of both arms: {"cpu", "reader", "disk", "samples": one per arm and round, with oslat's histogram}."""
+    cpu, reader, samples = plan["irq_cpu"], ensure_built(SOURCE_DIR, "blockread"), []
+    with tempfile.TemporaryDirectory(prefix="perflab-oslat-") as folder, \
+            tqdm(total=2 * rounds, desc=f"oslat: a spinning thread on CPU {cpu}", disable=not progress,
+                 file=sys.stderr, leave=False) as bar:
+        for r in range(rounds):
+            for arm in rotated(ARMS, r):
+                with in_arm(arm, reader, plan, folder):
+                    timed = run_oslat(cpu, plan["submitter"], seconds, folder)
+                samples.append({"round": r, "arm": arm, **timed})
+                bar.update()
+    return {"cpu": cpu, "reader": plan["submitter"], "disk": plan["disk"], "samples": samples}
+# ANCHOR_END: oslat
+
+
+def gaps_per_second(samples: list[dict[str, Any]], arm: str) -> list[float]:
+    """Per round: oslat's passes of GAP_US or more per second in that arm."""
+    return [sum(passes for us, passes in s["histogram"] if us >= GAP_US) / s["seconds"]
+            for s in samples if s["arm"] == arm]
+
+
+def notes(timed: dict[str, Any]) -> list[str]:
+    """The gaps a spinning thread on the interrupt's CPU saw, reading against idle."""
+    if "skipped" in timed:
+        return [f"oslat (part 3) not run: {timed['skipped']}"]
+    samples = timed["samples"]
+    idle, reading = gaps_per_second(samples, "idle"), gaps_per_second(samples, "reading")
+    difference, low, high, p = stats.mean_difference(idle, reading, 1 - ALPHA)
+    longest = {arm: max(s["max_us"] for s in samples if s["arm"] == arm) for arm in ARMS}
+    return [f"oslat on CPU {timed['cpu']}: {stats.mean(reading):,.0f} passes of {GAP_US} us or more per second while "
+            f"CPU {timed['reader']} read {timed['disk']}, {stats.mean(idle):,.0f} while nothing read (difference "
+            f"{difference:,.0f}, {1 - ALPHA:.0%} CI {low:,.0f} to {high:,.0f}, p={p:.2g}); the longest pass "
+            f"{longest['reading']:,} us reading, {longest['idle']:,} us idle (in a VM the longest is often the "
+            "host's: compare the histograms)"]
