@@ -39,7 +39,7 @@ def _lab_section(verdict: Verdict) -> str:
     lab = find(verdict.lab)
     colour = COLOURS[verdict.verdict]
     parts = [
-        f"<section><h2>{lab.number}. {html.escape(lab.title)}</h2>",
+        f"<section><h2>{html.escape(lab.heading)}</h2>",
         f'<p class="verdict" style="background:{colour}">{verdict.verdict}</p>',
         f"<p>{inline_html(verdict.reason)}</p>",
     ]
@@ -60,7 +60,7 @@ def write_report(verdicts: list[Verdict]) -> Path:
     body = "\n".join(_lab_section(v) for v in verdicts)
     if planned:
         body += "<section><h2>Not in this version yet</h2><ul>" + "".join(
-            f"<li>{lab.number}. {html.escape(lab.title)}</li>" for lab in planned) + "</ul></section>"
+            f"<li>{html.escape(lab.heading)}</li>" for lab in planned) + "</ul></section>"
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>perflab report {now:%Y-%m-%d %H:%M} UTC</title>
 <style>body{{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.45}}

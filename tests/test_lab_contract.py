@@ -1,5 +1,6 @@
 """Every lab has the same files and follows the contract of perflab/labs/__init__.py, and every list of labs
-(README, landing page, the book's SUMMARY and introduction, the exercises) agrees with labs/manifest.toml.
+(README, landing page, the book's SUMMARY and introduction, the exercises) and every heading that names a lab
+(its chapter, README and notebook: "Lab N: <title>") agrees with labs/manifest.toml.
 
 The checks are functions that return the problems they find, so the tests at the end can show that each
 one fails on a broken copy: a missing file, a hand-edited README row.
@@ -97,9 +98,26 @@ def list_problems(repo: Path = REPO) -> list[str]:
     summary = (repo / "book/src/SUMMARY.md").read_text()
     part = summary[summary.index("# Labs"):summary.index("# Reference")]
     listed = re.findall(r"^- \[(.*)\]\((.*)\)$", part, re.M)
-    expected = [(lab.title, lab.chapter if lab.ready else "") for lab in labs()]
+    expected = [(lab.heading, lab.chapter if lab.ready else "") for lab in labs()]
     if listed != expected:
         problems.append(f"the book's SUMMARY lists other labs than labs/manifest.toml: {listed} != {expected}")
+    return problems
+
+
+def title_problems(repo: Path = REPO) -> list[str]:
+    """Every heading that names a lab says "Lab N: <the manifest's title>": its chapter, its README, its notebook.
+
+    (The README's table and the SUMMARY are checked above; the landing page and the report read the manifest.)"""
+    problems = []
+    for lab in READY:  # a planned lab has no folder and no chapter yet
+        notebook = nbformat.read(repo / lab.folder / "lab.ipynb", as_version=4)
+        headings = {f"book/src/{lab.chapter}": (repo / "book" / "src" / lab.chapter).read_text(),
+                    f"{lab.folder}/README.md": (repo / lab.folder / "README.md").read_text(),
+                    f"{lab.folder}/lab.ipynb": notebook.cells[0].source}
+        for where, text in headings.items():
+            first = text.splitlines()[0] if text else ""
+            if first != f"# {lab.heading}":
+                problems.append(f"{where} opens with {first!r}, not the manifest's '# {lab.heading}'")
     return problems
 
 
@@ -140,8 +158,8 @@ def test_every_lab_round_trips_through_run_the_report_and_its_notebook(lab, ever
         saved = results.load(data["results"])
         assert saved["lab"] == lab.name and saved["verdict"]["verdict"] == data["verdict"], "the file carries its verdict"
     page = Path(summary["report"]).read_text()
-    assert f"<h2>{lab.number}. {html.escape(lab.title)}</h2>" in page
-    section = page.split(f"<h2>{lab.number}. ")[1].split("<h2>")[0]
+    assert f"<h2>{html.escape(lab.heading)}</h2>" in page
+    section = page.split(f"<h2>{html.escape(lab.heading)}</h2>")[1].split("<h2>")[0]
     assert data["verdict"] in section
     notebook = nbformat.read(REPO / lab.folder / "lab.ipynb", as_version=4)
     first_code = next(cell.source for cell in notebook.cells if cell.cell_type == "code")
@@ -152,6 +170,7 @@ def test_every_lab_round_trips_through_run_the_report_and_its_notebook(lab, ever
 
 def test_every_list_of_labs_agrees_with_the_manifest():
     assert list_problems() == []
+    assert title_problems() == []
     assert exercise_problems() == []
 
 
@@ -169,8 +188,9 @@ def _copy_of_the_lists(tmp_path: Path) -> Path:
      "| 6 | `loop-alignment` | The same loop, shifted a few bytes, runs slower | ready |", "README.md's table"),
     ("README.md", "| 5 | `numa-static-data` | One written global caps a NUMA machine's throughput | ready |\n", "",
      "README.md's table"),
-    ("book/src/SUMMARY.md", "- [One written global caps a NUMA machine's throughput](labs/05-numa-static-data.md)",
-     "- [One written global caps a NUMA machine's throughput]()", "the book's SUMMARY"),
+    ("book/src/SUMMARY.md", "- [Lab 5: One written global caps a NUMA machine's throughput](labs/05-numa-static-data.md)",
+     "- [Lab 5: One written global caps a NUMA machine's throughput]()", "the book's SUMMARY"),
+    ("book/src/SUMMARY.md", "- [Lab 3: Interrupts", "- [Interrupts", "the book's SUMMARY"),
     ("book/src/introduction.md", "| 2 | [inclusive-llc]", "| 2 | [inclusive-LLC]", "the introduction's table"),
 ])
 def test_a_hand_edited_list_is_caught(tmp_path, name, old, new, blamed):
@@ -180,6 +200,25 @@ def test_a_hand_edited_list_is_caught(tmp_path, name, old, new, blamed):
     (copy / name).write_text(text.replace(old, new))
     problems = list_problems(copy)
     assert len(problems) == 1 and problems[0].startswith(blamed), problems
+
+
+@pytest.mark.parametrize("name, old, new", [
+    ("book/src/labs/06-loop-alignment.md", "# Lab 6: The same loop, shifted", "# The same loop, shifted"),
+    ("labs/02-inclusive-llc/README.md", "# Lab 2: An inclusive LLC", "# Lab 2: An inclusive last-level cache"),
+    ("labs/05-numa-static-data/lab.ipynb", "# Lab 5: One written global caps a NUMA machine's throughput",
+     "# Lab 5: one written global caps a machine"),
+])
+def test_a_drifted_title_is_caught(tmp_path, name, old, new):
+    for lab in READY:
+        for path in (f"book/src/{lab.chapter}", f"{lab.folder}/README.md", f"{lab.folder}/lab.ipynb"):
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / path, tmp_path / path)
+    assert title_problems(tmp_path) == []
+    text = (tmp_path / name).read_text()
+    assert old in text
+    (tmp_path / name).write_text(text.replace(old, new))
+    problems = title_problems(tmp_path)
+    assert len(problems) == 1 and problems[0].startswith(name), problems
 
 
 def test_a_lab_missing_a_file_is_caught(tmp_path):

@@ -4,7 +4,11 @@ Schema (format_version 1):
   [[lab]]       one table per lab, in course order:
     number      its place in the course; the folder is labs/NN-name/
     name        stable short name: `perflab run NAME`, results/NAME/
-    title       the chapter's title, as the book's SUMMARY writes it
+    title       the lab's title. The report and the landing page take it from
+                here; the lab is "Lab N: <title>" (LabInfo.heading) in the book's
+                SUMMARY and chapter heading and in its README's and notebook's
+                first heading, which are written by hand, as is README.md's
+                table, and tests/test_lab_contract.py checks them all against it
     phenomenon  one line for the tables of the README and the introduction
     status      "ready" (in this version) or "planned" (a draft chapter)
     here        how this machine can show it, or "" when it cannot
@@ -51,6 +55,11 @@ class LabInfo:
     @property
     def ready(self) -> bool:
         return self.status == "ready"
+
+    @property
+    def heading(self) -> str:
+        """How the course names the lab everywhere: one number, the manifest's title."""
+        return f"Lab {self.number}: {self.title}"
 
     @property
     def folder(self) -> str:
