@@ -1,5 +1,7 @@
 """The landing page JupyterLab opens on: the book, each lab's notebook, each exercise and where the learner stands.
 
+Labs and exercises come in lab order, each named by its lab's one number, as in the book and `perflab list`.
+
 Made on every request from perflab.overview, so a grade shows up on reload.
 Links start at the server's base URL ("/" for `make lab`, "/user/NAME/" under a
 workshop's JupyterHub): the book is at <base>perflab/book/, the learner's
@@ -65,8 +67,8 @@ def render_html(root: Path, base_url: str = "/") -> str:
     learner = os.environ.get("PERFLAB_LEARNER")  # set for each learner's server by a workshop's hub
     cli = "perflab" if learner else ".venv/bin/perflab"  # the course's tools are first on a learner's PATH
     exercise_lines = [
-        f'<tr><td><a href="{notebook_url(e.notebook, root, base_url)}">{escape(e.title)}</a></td><td><code>{escape(e.name)}</code></td>'
-        f'<td>{_badge(e.status)}</td></tr>' for e in exercises]
+        f'<tr><td>{e.lab_number}</td><td><a href="{notebook_url(e.notebook, root, base_url)}">{escape(e.title)}</a>'
+        f'</td><td><code>{escape(e.name)}</code></td><td>{_badge(e.status)}</td></tr>' for e in exercises]
     return f"""<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>perflab: CPU and OS performance, on your own machine</title><style>{STYLE}</style></head>
@@ -81,7 +83,7 @@ def render_html(root: Path, base_url: str = "/") -> str:
 {chr(10).join(lab_lines)}
 </table>
 <h2>Exercises <small>({passed} of {len(exercises)} passed)</small></h2>
-<table><tr><th>notebook</th><th>name</th><th>status</th></tr>
+<table><tr><th>lab</th><th>notebook</th><th>name</th><th>status</th></tr>
 {chr(10).join(exercise_lines)}
 </table>
 <p>Grade with the notebook's <b>Check</b> button, or in a <a href="{base_url}lab">JupyterLab terminal</a>:

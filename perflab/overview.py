@@ -32,6 +32,7 @@ class LabRow:
 class ExerciseRow:
     name: str
     lab: str
+    lab_number: int
     title: str
     notebook: Path      # the learner's copy
     status: str         # passed | failed | inconclusive | not attempted
@@ -43,9 +44,11 @@ def lab_rows() -> list[LabRow]:
 
 
 def exercise_rows() -> list[ExerciseRow]:
+    """Lab by lab, each lab's exercises in the order its manifest entry lists them (the order learners meet them)."""
     status = progress.current()
-    return [ExerciseRow(e.name, e.lab.name, notebook_title(e.exercise_path), e.learner_path,
-                        status.get(e.name, "not attempted")) for e in load_manifest().exercises]
+    exercises = sorted(load_manifest().exercises, key=lambda e: (e.lab.number, e.lab.exercises.index(e.name)))
+    return [ExerciseRow(e.name, e.lab.name, e.lab.number, notebook_title(e.exercise_path), e.learner_path,
+                        status.get(e.name, "not attempted")) for e in exercises]
 
 
 def notebook_title(path: Path) -> str:
@@ -58,8 +61,8 @@ def notebook_title(path: Path) -> str:
 
 def render_exercises(rows: list[ExerciseRow]) -> str:
     passed = sum(r.status == "passed" for r in rows)
-    return "\n".join([table([["exercise", "lab", "status", "notebook"],
-                             *[[r.name, r.lab, r.status, str(r.notebook)] for r in rows]]),
+    return "\n".join([table([["lab", "exercise", "status", "notebook"],
+                             *[[f"{r.lab_number} {r.lab}", r.name, r.status, str(r.notebook)] for r in rows]]),
                       f"{passed} of {len(rows)} passed (progress in {progress.progress_path()})"])
 
 
