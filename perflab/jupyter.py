@@ -7,7 +7,8 @@
 
 Jupyter's own /files/ handler serves HTML in a sandbox (its scripts get a
 unique origin) and the book's CSS, JavaScript and search index then fail;
-the book is ours, so it is served as an ordinary site. Enabled for the
+the book is ours, so it is served as an ordinary site, and any chapter's URL opens
+on its own (a bookmark sends no Referer), still behind the login. Enabled for the
 course's environment by etc/jupyter/jupyter_server_config.d/perflab.json,
 which `make` installs from deps/.
 """
@@ -41,6 +42,14 @@ class BookHandler(AuthenticatedFileHandler):
     def content_security_policy(self) -> str:
         # Jupyter's own policy, without the sandbox it adds for files: the book's scripts (sidebar, search) must run.
         return JupyterHandler.content_security_policy.fget(self)
+
+    def check_xsrf_cookie(self) -> None:
+        """Let a chapter open from a bookmark, a typed URL or another site's link: no Referer check.
+
+        For a GET logged in by cookie, Jupyter's file handler asks for a Referer from this server and answers 403
+        ("Blocking request from unknown origin") without one, so that another site cannot include a learner's
+        files through their login. The book is the course's own text, the same for every learner, with nothing
+        of theirs in it. The login is still required: get() is @web.authenticated, as for every file."""
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:

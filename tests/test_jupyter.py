@@ -123,6 +123,29 @@ def test_the_book_opens_from_the_landing_page_styled_with_sidebar_and_search(jup
     expect(opened.value.locator("#sidebar")).to_be_visible()
 
 
+def test_a_chapter_opens_on_its_own_from_a_bookmark_or_another_sites_link_but_not_logged_out(jupyter, page):
+    """A bookmark or a typed URL sends no Referer, a link from another site a foreign one: Jupyter's file handler
+    refuses both (403, "Blocking request from unknown origin"). The book opens either way, but only logged in."""
+    from perflab.labs.manifest import find
+
+    base, token, _ = jupyter
+    lab = find("first-core-ipi")
+    chapter = f"{base}/perflab/book/{lab.chapter.removesuffix('.md')}.html"
+    page.goto(f"{base}/?token={token}")  # logs in: the token becomes the session's cookie
+    for referer in (None, "https://example.org/notes.html"):
+        tab = page.context.new_page()
+        response = tab.goto(chapter, referer=referer)
+        assert response.status == 200, f"Referer {referer}: {response.status} {tab.content()[:300]}"
+        expect(tab).to_have_title(re.compile(re.escape(lab.heading)))
+        expect(tab.locator("#sidebar"), "the sidebar's CSS or JavaScript did not load").to_be_visible()
+        tab.locator("#search-toggle").click()
+        tab.locator("#searchbar").press_sequentially("softirq")
+        expect(tab.locator("#searchresults a").first, "the search index did not load").to_be_visible(timeout=30_000)
+        tab.close()
+    logged_out = urllib.request.urlopen(chapter, timeout=30)  # no token, no cookie: sent to the login page
+    assert "/login" in logged_out.geturl() and 'id="sidebar"' not in logged_out.read().decode()
+
+
 def test_lab_one_runs_all_and_shows_its_run_widget(jupyter, page):
     _, _, root = jupyter
     _open_from_the_landing_page_and_run_all(page, jupyter, "Core numbers lie about distance")
