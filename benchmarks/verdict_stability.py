@@ -1,7 +1,7 @@
 """Verdict stability: each lab's quick run, repeated, on this machine. How often does each verdict come out,
 and how long does a quick run take?
 
-usage: .venv/bin/python benchmarks/verdict_stability.py [LAB ...] [--repeat N] [--vm PROFILE] [--json]
+usage: .venv/bin/python benchmarks/verdict_stability.py [LAB ...] [--repeat N] [--vm PROFILE] [--neighbour] [--json]
 
 A learner runs a lab once and believes its verdict, so a lab whose verdict
 flips from run to run is a defect. The target: the same verdict in at least
@@ -11,13 +11,21 @@ it, with its results kept in a folder of their own. The table printed at the
 end is the one in the labs' READMEs; the raw verdicts and times are saved as
 JSON next to it, with the probe's summary of the machine.
 
-This is a benchmark, not a test: 10 runs of every lab take 10 to 20 minutes.
+With --neighbour every round runs each lab twice, in alternating order: once
+quiet and once beside `stress-ng --cpu 1 --cpu-load 30` pinned to the last of
+the CPUs the lab measures on (a light neighbour: another user's notebook).
+A run beside it must either give the quiet runs' verdict or say in its reason
+that the machine was busy; the table counts the runs that did neither.
+
+This is a benchmark, not a test: 10 runs of every lab take 10 to 20 minutes
+(twice that with --neighbour).
 
 examples:
   .venv/bin/python benchmarks/verdict_stability.py
   .venv/bin/python benchmarks/verdict_stability.py loop-alignment --repeat 20
   .venv/bin/python benchmarks/verdict_stability.py --repeat 3 --json
   .venv/bin/python benchmarks/verdict_stability.py first-core-ipi --vm numa2   # each run boots the VM
+  .venv/bin/python benchmarks/verdict_stability.py causal-profiling loop-alignment --neighbour
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import collections
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,36 +45,77 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from perflab.labs import available  # noqa: E402
+from perflab.labs import available, find  # noqa: E402
 from perflab.paths import results_dir  # noqa: E402
 from perflab.probe import probe  # noqa: E402
 from perflab.results import write_atomic  # noqa: E402
 from perflab.text import table  # noqa: E402
 
 TARGET_SHARE, TARGET_SECONDS = 0.9, 60
+NEIGHBOUR_LOAD = 30  # percent of one CPU
+BUSY = "the machine was busy"  # how a verdict's reason names neighbours (perflab.interference)
 
 
-def quick_run(lab: str, folder: Path, vm: list[str]) -> tuple[str, float]:
-    """One `perflab run LAB --quick --json [--vm PROFILE]` as a learner would start it: (verdict, wall seconds)."""
+def quick_run(lab: str, folder: Path, vm: list[str]) -> tuple[str, float, str]:
+    """One `perflab run LAB --quick --json [--vm PROFILE]` as a learner would start it: (verdict, wall seconds,
+    reason)."""
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "perflab", "run", lab, "--quick", "--json", *vm], capture_output=True,
                           text=True, cwd=REPO, env={**os.environ, "PERFLAB_RESULTS": str(folder)}, timeout=900)
     seconds = time.monotonic() - start
     if done.returncode != 0:
-        return f"error: {done.stderr.strip().splitlines()[-1:]}", seconds
-    return json.loads(done.stdout)["verdict"], seconds
+        return f"error: {done.stderr.strip().splitlines()[-1:]}", seconds, ""
+    verdict = json.loads(done.stdout)
+    return verdict["verdict"], seconds, verdict["reason"]
 
 
-def summary_rows(runs: dict[str, list[tuple[str, float]]]) -> list[list[str]]:
+def neighbour_cpu(lab: str) -> int | None:
+    """The last of the CPUs the lab watches with its default placement and options here; None if it watches none."""
+    instance = find(lab).load()
+    options = {name: values[0] for name, values in instance.OPTIONS.items()}
+    watched = instance.watched_cpus(instance.placement_here(), **options)
+    return max(watched) if watched else None
+
+
+def beside_neighbour(lab: str, folder: Path, vm: list[str]) -> tuple[str, float, str]:
+    """A quick run while stress-ng keeps one of the lab's CPUs NEIGHBOUR_LOAD% busy."""
+    cpu = neighbour_cpu(lab)
+    if cpu is None:
+        return "no CPU to share", 0.0, ""
+    neighbour = subprocess.Popen(["stress-ng", "--cpu", "1", "--cpu-load", str(NEIGHBOUR_LOAD), "--taskset", str(cpu),
+                                  "--timeout", "1h", "--quiet"], start_new_session=True)
+    try:
+        time.sleep(1)  # started and at its load before the lab measures
+        return quick_run(lab, folder, vm)
+    finally:
+        os.killpg(neighbour.pid, signal.SIGKILL)
+        neighbour.wait()
+
+
+def summary_rows(runs: dict[str, list[tuple[str, float, str]]]) -> list[list[str]]:
     rows = [["lab", "runs", "verdicts", "most common", "median s", "max s", "target met"]]
     for lab, found in runs.items():
-        counts = collections.Counter(verdict for verdict, _ in found)
+        counts = collections.Counter(verdict for verdict, _, _ in found)
         common, count = counts.most_common(1)[0]
-        seconds = sorted(s for _, s in found)
+        seconds = sorted(s for _, s, _ in found)
         met = count / len(found) >= TARGET_SHARE and seconds[-1] <= TARGET_SECONDS
         rows.append([lab, str(len(found)), ", ".join(f"{v} {n}" for v, n in counts.most_common()),
                      f"{common} {count}/{len(found)}", f"{seconds[len(seconds) // 2]:.0f}", f"{seconds[-1]:.0f}",
                      "yes" if met else "NO"])
+    return rows
+
+
+def neighbour_rows(quiet: dict[str, list], busy: dict[str, list]) -> list[list[str]]:
+    """Beside the neighbour: how often each verdict, how often the reason named it, and the defects: a verdict
+    other than the quiet runs' most common one, stated without naming the neighbour."""
+    rows = [["lab", "runs", "verdicts beside the neighbour", "named it", "quiet verdict", "unnamed other verdict"]]
+    for lab, found in busy.items():
+        quiet_verdict = collections.Counter(v for v, _, _ in quiet[lab]).most_common(1)[0][0]
+        counts = collections.Counter(v for v, _, _ in found)
+        named = sum(BUSY in reason for _, _, reason in found)
+        defects = sum(v != quiet_verdict and BUSY not in reason for v, _, reason in found)
+        rows.append([lab, str(len(found)), ", ".join(f"{v} {n}" for v, n in counts.most_common()),
+                     f"{named}/{len(found)}", quiet_verdict, str(defects)])
     return rows
 
 
@@ -75,24 +125,32 @@ def main() -> int:
     parser.add_argument("labs", nargs="*", default=available(), help="labs to run (default: every ready lab)")
     parser.add_argument("--repeat", type=int, default=10, help="quick runs of each lab (default 10)")
     parser.add_argument("--vm", metavar="PROFILE", help="run each lab in this VM (vm/PROFILE.toml), booted per run")
+    parser.add_argument("--neighbour", action="store_true",
+                        help=f"also run each lab beside stress-ng at {NEIGHBOUR_LOAD}%% of one of its CPUs")
     parser.add_argument("--json", action="store_true", help="print the raw runs as JSON instead of the table")
     args = parser.parse_args()
     unknown = sorted(set(args.labs) - set(available()))
     if unknown or args.repeat < 1:
         parser.error(f"unknown lab {unknown[0]}" if unknown else "--repeat must be at least 1")
-    runs: dict[str, list[tuple[str, float]]] = {lab: [] for lab in args.labs}
+    runs: dict[str, list[tuple[str, float, str]]] = {lab: [] for lab in args.labs}
+    busy: dict[str, list[tuple[str, float, str]]] = {lab: [] for lab in args.labs} if args.neighbour else {}
+    vm = ["--vm", args.vm] if args.vm else []
     with tempfile.TemporaryDirectory(prefix="perflab-stability-") as folder:
         for round_ in range(args.repeat):  # labs take turns, so a slow hour of the host hits all of them
             for lab in args.labs:
-                runs[lab].append(quick_run(lab, Path(folder), ["--vm", args.vm] if args.vm else []))
-                print(f"[{round_ + 1}/{args.repeat}] {lab}: {runs[lab][-1][0]} in {runs[lab][-1][1]:.0f} s",
-                      file=sys.stderr, flush=True)
+                kinds = [(runs, quick_run, "quiet"), *([(busy, beside_neighbour, "beside stress-ng")] if busy else [])]
+                for found, run, label in kinds[::-1] if round_ % 2 else kinds:  # alternate which goes first
+                    found[lab].append(run(lab, Path(folder), vm))
+                    print(f"[{round_ + 1}/{args.repeat}] {lab} ({label}): {found[lab][-1][0]} in "
+                          f"{found[lab][-1][1]:.0f} s", file=sys.stderr, flush=True)
     record = {"created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "machine": probe().summary(), "vm": args.vm, "runs": runs}
+              "machine": probe().summary(), "vm": args.vm, "runs": runs, "beside_neighbour": busy or None}
     out = results_dir() / "benchmarks" / f"verdict-stability-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1) if args.json else table(summary_rows(runs)))
+    if busy and not args.json:
+        print(table(neighbour_rows(runs, busy)))
     print(f"saved: {out}", file=sys.stderr)
     return 0
 

@@ -187,6 +187,7 @@ def test_run_on_a_many_core_machine_races_the_crossing_pair(monkeypatch, isolate
     monkeypatch.setattr(LAB, "probe", lambda: ryzen)
     monkeypatch.setattr(lab, "measure_matrix", fake_matrix)
     monkeypatch.setattr(lab, "compare_pairs", fake_compare)
+    monkeypatch.setattr(LAB, "watched_cpus", lambda placement: [])  # nothing measured: no neighbour can matter
     verdict = LAB.run(quick=True, progress=False)
     crossing = {tuple(p["cpus"]) for p in analyze(recorded)["sequential_pairs"] if p["crosses"]}
     assert raced["sequential"] in crossing, "the naive pair is neighbours that cross a boundary"

@@ -134,6 +134,9 @@ class _Stub(Lab):
     def choose_cpus(self, machine, cpus):
         return None
 
+    def watched_cpus(self, placement):
+        return []
+
     def measure(self, machine, placement, settings, progress):
         return new_result(self.name, "stub", {}, {})
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import importlib
+import inspect
 import re
 import shutil
 from pathlib import Path
@@ -53,9 +54,13 @@ def contract_problems(lab: LabInfo) -> list[str]:
     problems = []
     if not isinstance(instance, Lab) or instance.name != lab.name:
         return [f"{lab.package}.LAB is not the Lab named {lab.name!r}"]
-    for name in ("choose_cpus", "measure", "judge"):
+    for name in ("choose_cpus", "watched_cpus", "measure", "judge"):
         if getattr(kind, name) is getattr(Lab, name):
             problems.append(f"{kind.__name__} does not write its own {name}")
+    try:  # Lab.run passes the chosen options to watched_cpus as to measure
+        inspect.signature(kind.watched_cpus).bind(instance, None, **{o: v[0] for o, v in instance.OPTIONS.items()})
+    except TypeError:
+        problems.append(f"{kind.__name__}.watched_cpus(placement, **options) does not take its OPTIONS")
     if kind.run is not Lab.run:
         problems.append(f"{kind.__name__} overrides run: the skeleton is the same for every lab")
     quick, full = instance.QUICK, instance.FULL

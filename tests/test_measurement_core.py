@@ -157,6 +157,9 @@ def test_a_lab_run_holds_the_lock_from_first_to_last_measurement():
         def choose_cpus(self, machine, cpus):
             return None
 
+        def watched_cpus(self, placement):
+            return []
+
         def measure(self, machine, placement, settings, progress):
             for phase in ("sweep", "confirm"):
                 probe_lock = subprocess.run([sys.executable, "-c", "from perflab.lock import measurement_lock\n"

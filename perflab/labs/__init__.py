@@ -19,8 +19,9 @@ lab is two folders with the same files in every lab:
 
     settings_for -> under the measurement lock (taken once, held to the end):
     probe -> choose_cpus -> check the results folder is writable -> replay a
-    crashed run's system changes -> measure -> judge -> cannot-show under an
-    emulated CPU if the lab says why -> save the result with its verdict
+    crashed run's system changes -> measure, watching its CPUs for neighbours
+    -> judge -> cannot-show under an emulated CPU if the lab says why ->
+    inconclusive if neighbours took its CPUs -> save the result with its verdict
 
 A lab writes only what is its own:
 
@@ -35,6 +36,10 @@ A lab writes only what is its own:
     choose_cpus(machine, cpus) -> placement
                       where to measure; raises CannotShow when no CPUs of this
                       machine fit (with -C given, that is the learner's error)
+    watched_cpus(placement, **options) -> [cpu, ...]
+                      the CPUs on which another program would change what it
+                      measures (perflab.interference watches them); [] where
+                      none can (an instruction count under icount)
     measure(machine, placement, settings, progress, **options) -> result
                       a dict from results.new_result with every raw sample; a
                       change to the system goes through perflab.knobs; raises
@@ -55,6 +60,7 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from .. import interference
 from ..errors import PerflabError
 from ..lock import measurement_lock
 from ..probe import Machine, probe
@@ -119,6 +125,10 @@ class Lab(ABC):
         return self.choose_cpus(machine or self.probe(), cpus or reserved_cpus())
 
     @abstractmethod
+    def watched_cpus(self, placement: Any, **options) -> list[int]:
+        """The CPUs whose neighbours would change what measure() measures at this placement."""
+
+    @abstractmethod
     def measure(self, machine: Machine, placement: Any, settings: Any, progress: bool, **options) -> dict[str, Any]:
         """Measure at the placement; return a result (results.new_result) with the raw samples."""
 
@@ -153,11 +163,13 @@ class Lab(ABC):
             results.check_writable(results.results_dir() / self.name)
             journal.recover()
             try:
-                result = self.measure(machine, placement, settings, progress, **chosen_options)
+                with interference.watch(self.watched_cpus(placement, **chosen_options)) as watched:
+                    result = self.measure(machine, placement, settings, progress, **chosen_options)
             except CannotShow as reason:  # a tool or device the measurement needs is missing here
                 if cpus:
                     raise
                 return self.cannot_show(machine, reason)
+            result["interference"] = watched.summary if watched else None
             verdict = self.verdict_of(machine, result)
             result["verdict"] = verdict.to_json()
             verdict.results = str(results.save(result))
@@ -172,7 +184,7 @@ class Lab(ABC):
             verdict.notes.append(self.IN_A_VM)
         if self.EMULATED:
             verdict = unless_emulated(verdict, machine, self.EMULATED)
-        return verdict
+        return interference.unless_quiet(verdict, result.get("interference"))
 
     def figures(self, verdict: Verdict) -> list[tuple[str, Any]]:
         """The lab's pictures of a verdict, from figures.py (imported late: matplotlib is slow to load)."""

@@ -214,6 +214,10 @@ class CausalProfiling(Lab):
                          f"only {len(chosen)} CPU(s) on one core: both threads would take turns, so the slower thread "
                          "would no longer set the pace")
 
+    def watched_cpus(self, placement: tuple[int, int]) -> list[int]:
+        """The commit and log threads' CPUs: a neighbour on one of them moves the bottleneck."""
+        return list(placement)
+
     def measure(self, machine: Machine, cpus: tuple[int, int], settings: Settings, progress: bool) -> dict[str, Any]:
         """perf's ranking, coz's survey and focused runs, and the race of both picks against the unchanged program."""
         require_tools()

@@ -227,6 +227,10 @@ class CoreToCore(Lab):
                              "with more CPUs")
         return chosen
 
+    def watched_cpus(self, placement: list[int]) -> list[int]:
+        """Every CPU of the matrix: a neighbour on one delays every round trip through it."""
+        return placement
+
     def measure(self, machine: Machine, cpus: list[int], settings: Settings, progress: bool) -> dict[str, Any]:
         """The matrix and its analysis; with 3+ CPUs, the race of the naive pair against the best one."""
         result = measure_matrix(machine, cpus, settings, progress=progress)

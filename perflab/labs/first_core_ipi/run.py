@@ -166,6 +166,10 @@ class FirstCoreIpi(Lab):
             raise CannotShow("one CPU: no other CPU to interrupt")
         return Placement(victim=machine.online_cpus[-1], aggressor=machine.online_cpus[-2])
 
+    def watched_cpus(self, placement: Placement) -> list[int]:
+        """The bystander's and the munmap thread's: a neighbour there changes which CPUs a shootdown must reach."""
+        return [placement.victim, placement.aggressor]
+
     def measure(self, machine: Machine, placement: Placement, settings: Settings, progress: bool) -> dict[str, Any]:
         if machine.emulated():
             settings = replace(settings, ops=min(settings.ops, EMULATED_OPS))

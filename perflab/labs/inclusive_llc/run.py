@@ -223,6 +223,10 @@ class InclusiveLLC(Lab):
         verdict.notes.append(predict(machine)["text"])
         return verdict
 
+    def watched_cpus(self, placement: Pair) -> list[int]:
+        """The victim's and the aggressor's: a neighbour on either shares their caches."""
+        return [placement.victim_cpu, placement.aggressor_cpu]
+
     def measure(self, machine: Machine, pair: Pair, settings: Settings, progress: bool) -> dict[str, Any]:
         """The sweep, then one long victim run that draws the eviction as it happens."""
         events = pmu_events(machine)

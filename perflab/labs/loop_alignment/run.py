@@ -225,6 +225,10 @@ class LoopAlignment(Lab):
             return cpus[0]
         return machine.online_cpus[-1]
 
+    def watched_cpus(self, placement: int, **options) -> list[int]:
+        """The CPU the loops run on, whichever loop."""
+        return [placement]
+
     def measure(self, machine: Machine, cpu: int, settings: Settings, progress: bool, loop: str = "alu") -> dict[str, Any]:
         """The sweep, then a fresh race of its slowest offset against its fastest."""
         result = sweep(loop, cpu, settings, progress, machine)

@@ -140,6 +140,11 @@ class NumaStaticData(Lab):
             raise CannotShow("one CPU: no other thread to share the line with")
         return Placement(home[-2:], nodes, machine.emulated())
 
+    def watched_cpus(self, placement: Placement, part: str = "auto") -> list[int]:
+        """The threads' CPUs, where they race: a neighbour there takes turns with a writer of the line. Where
+        first touch puts a page, no neighbour changes."""
+        return placement.cpus if part == "auto" and not placement.emulated else []
+
     def measure(self, machine: Machine, placement: Placement, settings: Settings, progress: bool,
                 part: str = "auto") -> dict[str, Any]:
         if part == "placement" and not placement.nodes:
