@@ -13,6 +13,9 @@ Options mean the same in every subcommand: -C is a CPU list, as in perf; --json 
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
+import signal
 import sys
 
 from ..errors import PerflabError
@@ -21,6 +24,7 @@ from .labtools import add_lab_tools
 
 VERB_GROUPS = (labs, grading, vm, system, workshop, authoring)
 INTERRUPTED = "perflab: interrupted; results already written are kept, the unfinished one was not saved"
+INTERRUPTED_AFTER = "perflab: interrupted as it exited; the command had finished and what it printed is complete"
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -104,15 +108,38 @@ def _dispatch(argv: list[str]) -> int:
         return err.exit_code
     args.argv = argv[1:]  # after the command's name: `run --vm` forwards it
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # before an interruption could only end the process (below)
+        return code
     except PerflabError as err:
         print(f"perflab: {err}", file=sys.stderr)
         return err.exit_code
+    except BrokenPipeError:  # the reader (head, less) stopped reading: nothing to say, and no more to write
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that Python's last flush cannot fail
+        return 128 + signal.SIGPIPE  # as a shell reports a program that a closed pipe ended
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `perflab ARGV`; with no argv, as this process's command (sys.argv), Ctrl-C handled to the end."""
+    own_process, said = argv is None, False
     try:
-        return _dispatch(sys.argv[1:] if argv is None else argv)
+        code = _dispatch(sys.argv[1:] if argv is None else argv)
     except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        return 130
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        code, said = 130, True
+    if own_process:
+        _exit_cleanly_on_interrupt(already_said=said)
+    return code
+
+
+def _exit_cleanly_on_interrupt(already_said: bool) -> None:
+    """From here a Ctrl-C can spoil nothing, but Python's default would end the process with a traceback or,
+    once its teardown has begun, by the signal itself (exit -2, no word). So: the one line and 130 while
+    Python still runs signal handlers, and the signal ignored from the first exit handler on."""
+    def interrupted(signum, frame):
+        if not already_said:
+            os.write(2, (INTERRUPTED_AFTER + "\n").encode())
+        os._exit(130)  # stdout was flushed; skipping Python's teardown loses nothing of ours
+
+    signal.signal(signal.SIGINT, interrupted)
+    atexit.register(signal.signal, signal.SIGINT, signal.SIG_IGN)

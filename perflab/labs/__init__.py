@@ -75,7 +75,8 @@ from typing import Any, ClassVar
 
 from ..errors import PerflabError
 from ..lock import measurement_lock
-from ..probe import Machine, probe
+from ..cpulist import check_cpus
+from ..probe import Machine, online_cpus, probe
 from ..sequential import MAX_RUNS
 from ..verdict import Verdict, unless_emulated
 from .manifest import LabInfo, available, find, labs
@@ -153,6 +154,8 @@ class Lab(ABC):
         """The whole lab, start to verdict; the result file it saves is in verdict.results."""
         from .. import journal, results
 
+        if cpus and (online := online_cpus()) is not None:
+            check_cpus(cpus, online)  # before the queue: a CPU this machine lacks is refused at once, not after the wait
         reserved = None if cpus else reserved_cpus()
         cpus = cpus or reserved
         chosen_options = self._options(options)

@@ -7,10 +7,11 @@ top; the lab's modules are imported inside the handlers, absolutely.
 from __future__ import annotations
 
 import argparse
-import os
+import tempfile
 from pathlib import Path
 
-FILE_HELP = "a core-to-core-latency CSV or a perflab matrix result (.json)"
+FILE_HELP = ("a core-to-core-latency CSV or a perflab matrix result (.json); empty cells, nan and null mean "
+             "'not measured', and a matrix with fewer than half of its pairs measured is refused")
 RECORDED = "perflab/data/c2c/amd-ryzen-9-5950x-3-40ghz-by-nephyrin.csv"
 
 
@@ -60,18 +61,33 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_heatmap(args: argparse.Namespace) -> int:
-    from perflab.errors import PerflabError
     from perflab.labs.core_to_core.advisor import analyze
     from perflab.labs.core_to_core.figures import heatmap
     from perflab.labs.core_to_core.matrix import load
 
-    output = Path(args.output)
-    if output.suffix.lower() != ".png":
-        raise PerflabError(f"{output}: the heatmap is a PNG; give -o a name ending in .png")
-    if not output.parent.resolve().is_dir() or not os.access(output.parent.resolve(), os.W_OK):
-        raise PerflabError(f"cannot write {output}: its folder {output.parent} does not exist or is not writable; "
-                           "create it or choose another -o")
+    output = writable_png(args.output)
     matrix = load(args.file)
     heatmap(matrix, analyze(matrix)).savefig(output, dpi=120, bbox_inches="tight")
     print(output)
     return 0
+
+
+def writable_png(given: str) -> Path:
+    """The PNG that -o names, refused before any work if it cannot be written there (a file is tried)."""
+    from perflab.errors import PerflabError
+
+    output = Path(given)
+    if given.endswith("/") or output.is_dir():
+        raise PerflabError(f"-o {given} is a folder; give the PNG's file name, ending in .png")
+    if output.suffix.lower() != ".png":
+        raise PerflabError(f"{output}: the heatmap is a PNG; give -o a name ending in .png")
+    folder = output.parent.resolve()
+    if not folder.is_dir():
+        raise PerflabError(f"cannot write {output}: its folder {output.parent} does not exist or is not writable; "
+                           "create it or choose another -o")
+    try:  # access() says yes to root even in /proc and /sys: only a real file says whether one can be made
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        raise PerflabError(f"cannot write {output}: the folder {folder} takes no new file ({err.strerror}); "
+                           "choose another -o") from None
+    return output
