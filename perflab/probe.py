@@ -319,6 +319,11 @@ def _cpulist(root: SysRoot, path: str) -> tuple[list[int] | None, str | None]:
         return None, f"{path} holds {text!r}, not a CPU list"
 
 
+def online_cpus(root: SysRoot | None = None) -> list[int] | None:
+    """The online CPUs alone, without the whole probe (None if unreadable): to refuse a CPU list at once."""
+    return _cpulist(root or default_root(), f"{CPU_DIR}/online")[0]
+
+
 def _cpuinfo(root: SysRoot) -> dict[str, str] | None:
     """The first processor block of /proc/cpuinfo."""
     text = root.read("/proc/cpuinfo")

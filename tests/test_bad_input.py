@@ -1,15 +1,19 @@
 """Bad input to every `perflab` verb, and the measurement lock between users and processes.
 
 Every bad input ends in one line on stderr (`perflab: ...` saying what to fix), exit code 2, no
-traceback, and not one byte changed in the test's folders or in the repository's vm/.
+traceback, and not one byte changed in the test's folders or in the repository's vm/. The table of
+cases is also the book's (book/src/reference/command-line.md): `python tests/test_bad_input.py`
+writes it there, and a test fails while the two differ.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -73,6 +77,19 @@ def special(kind: str):
 
 def result(matrix) -> str:
     return json.dumps({"lab": "core-to-core", "matrix": matrix})
+
+
+HELD: list[int] = []  # lock files a row's setup holds, released when the row ends
+
+
+def lock_held(tmp: Path) -> None:
+    """Another run's turn: the measurement lock (PERFLAB_LOCK, in the test's folder) held while the row runs."""
+    fd = os.open(tmp / "measure.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    HELD.append(fd)
+
+
+A_PAIR = files({"m.csv": "\n52.5\n"})  # two CPUs, their one pair measured: a matrix the heatmap can draw
 
 
 # (description, setup(tmp), argv with {tmp} for the test's folder, what the one line must say)
@@ -207,6 +224,32 @@ CASES = [
     ("an unknown exercises action", nothing, ["exercises", "grade"], "invalid choice"),
     ("an unknown verb", nothing, ["fly"], "invalid choice"),
     ("no verb at all", nothing, [], "required"),
+    # -- words a verb does not take (each verb is a subcommand of its own; `vm box nosuch` started a build)
+    ("vm list with a word after it", nothing, ["vm", "list", "nosuch"], "vm list: unrecognized arguments: nosuch"),
+    ("vm build with a profile", nothing, ["vm", "build", "nosuchprofile"], "vm build: unrecognized arguments"),
+    ("vm box with a word after it", nothing, ["vm", "box", "nosuch"], "vm box: unrecognized arguments: nosuch"),
+    ("vm down with a second word", nothing, ["vm", "down", "default", "extra"], "vm down: unrecognized arguments"),
+    ("workshop down with an option of up", nothing, ["workshop", "down", "--reserve-cpus", "2"],
+     "workshop down: unrecognized arguments: --reserve-cpus"),
+    # -- c2c: where the heatmap goes, and matrices too empty to advise from
+    ("heatmap into /proc (root may write there, the kernel says no)", A_PAIR,
+     ["c2c", "heatmap", "{tmp}/m.csv", "-o", "/proc/x.png"], "cannot write /proc/x.png: the folder /proc takes no new file"),
+    ("heatmap into /sys", A_PAIR, ["c2c", "heatmap", "{tmp}/m.csv", "-o", "/sys/x.png"],
+     "cannot write /sys/x.png: the folder /sys takes no new file"),
+    ("heatmap into a name ending in / (it wrote dir.png)", A_PAIR, ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/dir.png/"],
+     "dir.png/ is a folder"),
+    ("heatmap onto a folder named .png", files({"m.csv": "\n52.5\n", "shots.png/keep": ""}),
+     ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/shots.png"], "shots.png is a folder"),
+    ("a CSV two thirds nan", files({"nan.csv": "\n52.5\nnan,nan\n"}), ["c2c", "analyze", "{tmp}/nan.csv"],
+     r"only 1 of its 3 pairs of CPUs are measured \(33%; empty, nan and null cells mean not measured\)"),
+    ("a CSV two thirds empty", files({"gaps.csv": "\n52.5\n,\n"}), ["c2c", "heatmap", "{tmp}/gaps.csv", "-o", "{tmp}/g.png"],
+     "only 1 of its 3 pairs"),
+    ("a result JSON mostly NaN", files({"nan.json": '{"matrix": {"cpus": [0, 1, 2], "one_way_ns": '
+                                                    '[[null, 50, NaN], [50, null, NaN], [NaN, NaN, null]]}}'}),
+     ["c2c", "analyze", "{tmp}/nan.json"], "only 1 of its 3 pairs"),
+    # -- run: a CPU this machine lacks is refused before the measurement queue (it waited 6.6 s for its turn)
+    ("run on an offline CPU while another run holds the lock", lock_held,
+     ["run", "core-to-core", "-C", "0,4000", "--no-wait"], "CPU 4000 is not online"),
 ]
 
 ENVIRONMENT = {  # the rows whose bad input is in the environment rather than on the command line
@@ -257,16 +300,49 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(vm_folders, capsys, mo
     before = snapshot(tmp, REPO / "vm")
     try:
         code = cli.main([arg.replace("{tmp}", str(tmp)) for arg in argv])
-    except SystemExit as usage_error:  # argparse's own refusal
-        code = usage_error.code
+    finally:
+        while HELD:
+            os.close(HELD.pop())
     out, err = capsys.readouterr()
     assert code == 2, err
-    assert len(err.splitlines()) == 1 and re.match(r"perflab( [a-z0-9]+)*: ", err), err
+    assert len(err.splitlines()) == 1 and err.startswith("perflab: "), err
     assert "Traceback" not in out + err
     assert re.search(says, err), err
     after = snapshot(tmp, REPO / "vm")
-    after.pop(str(tmp / "measure.lock"), None)  # the machine-wide lock file is infrastructure, not the learner's
+    for seen in (before, after):  # the machine-wide lock file is infrastructure, not the learner's
+        seen.pop(str(tmp / "measure.lock"), None)
     assert after == before, "a refused command changed files"
+
+
+# -- the book's table of bad inputs is this table ------------------------------------------------------
+
+BOOK_PAGE = REPO / "book" / "src" / "reference" / "command-line.md"
+TABLE_START, TABLE_END = "<!-- bad inputs: from tests/test_bad_input.py -->", "<!-- end of bad inputs -->"
+
+
+def _as_typed(description: str, argv: list[str]) -> str:
+    """The row's command as a learner would type it, in a folder holding the row's files."""
+    words = [{sys.executable: "python3"}.get(arg, arg.replace(CLIMB, "../../…/").replace("{tmp}/", ""))
+             for arg in ["perflab", *argv]]
+    variable, value = ENVIRONMENT.get(description, (None, ""))
+    return (f"{variable}={value.replace('{tmp}/', '')} " if variable else "") + shlex.join(words)
+
+
+def _readable(says: str) -> str:
+    """A row's pattern in words: `a|b` as "a or b", `.*` as "…", escapes dropped."""
+    return re.sub(r"\\(.)", r"\1", says.replace(".*", " … ").replace("|", " or "))
+
+
+def book_table() -> str:
+    rows = [f"| {description} | `{_as_typed(description, argv)}` | {_readable(says)} |"
+            for description, _, argv, says in CASES]
+    return "\n".join([TABLE_START, "| bad input | as typed | the one line says |", "|---|---|---|", *rows, TABLE_END])
+
+
+def test_the_books_table_is_this_table():
+    page = BOOK_PAGE.read_text()
+    shown = page[page.index(TABLE_START):page.index(TABLE_END) + len(TABLE_END)]
+    assert shown == book_table(), f"the table in {BOOK_PAGE} differs from CASES: run `.venv/bin/python {__file__}`"
 
 
 def test_the_course_profiles_still_load():
@@ -374,3 +450,30 @@ def test_no_wait_run_refuses_while_another_process_holds_the_lock(held_by_anothe
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [done.stderr.strip()] and "another measurement is running" in done.stderr
     assert not list((tmp_path / "results").rglob("*.json")), "a refused run saved a result"
+
+
+# -- Ctrl-C once the command is done -----------------------------------------------------------------
+
+def _interrupted(script: str) -> subprocess.CompletedProcess:
+    """`perflab list` as its own process (sys.argv), with a Ctrl-C that the script sends itself."""
+    return subprocess.run([sys.executable, "-c", "import atexit, os, signal, sys, time\nfrom perflab.cli import main\n"
+                           "sys.argv = ['perflab', 'list']\n" + script], capture_output=True, text=True, cwd=REPO, timeout=60)
+
+
+def test_ctrl_c_just_after_the_output_is_the_one_line_and_130():
+    done = _interrupted("code = main()\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\nsys.exit(code)")
+    assert done.returncode == 130 and done.stderr == cli.INTERRUPTED_AFTER + "\n", (done.returncode, done.stderr)
+    assert "c2c-harmonic-mean" in done.stdout, "what it printed before is all there"
+
+
+def test_ctrl_c_while_python_tears_down_changes_nothing():
+    """From Python's exit handlers on, a Ctrl-C is ignored: it printed a traceback there, and later in the teardown
+    ended the process by the signal (exit -2) without a word."""
+    done = _interrupted("atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(1)))\nsys.exit(main())")
+    assert done.returncode == 0 and done.stderr == "", (done.returncode, done.stderr)
+
+
+if __name__ == "__main__":  # write CASES into the book's table
+    text = BOOK_PAGE.read_text()
+    BOOK_PAGE.write_text(text[:text.index(TABLE_START)] + book_table() + text[text.index(TABLE_END) + len(TABLE_END):])
+    print(f"{BOOK_PAGE}: {len(CASES)} bad inputs")

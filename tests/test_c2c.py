@@ -177,6 +177,25 @@ def test_partial_csv(tmp_path):
     assert analysis["levels"] == [[[0, 1, 2, 3], [4, 5]]]
 
 
+def test_nan_cells_are_read_as_not_measured_and_said_so(tmp_path):
+    full = synthetic(2, 3, 20, 80, 0.0)
+    rows = [",".join("nan" if (i, j) == (4, 1) else "" if j >= i else f"{full.ns[i, j]:.1f}" for j in range(6))
+            for i in range(6)]
+    (tmp_path / "one-nan.csv").write_text("\n".join(rows) + "\n")
+    m = load(tmp_path / "one-nan.csv")
+    assert np.isnan(m.latency(4, 1)) and m.measured_fraction == pytest.approx(14 / 15)
+    assert any("not measured (empty, nan or null cells)" in n for n in analyze(m)["notes"])
+
+
+def test_a_matrix_half_measured_loads_and_one_less_is_refused(tmp_path):
+    rows = ["", "50", "50,", ",50,"]  # 4 CPUs, 3 of their 6 pairs measured
+    (tmp_path / "half.csv").write_text("\n".join(rows) + "\n")
+    assert load(tmp_path / "half.csv").measured_fraction == 0.5
+    (tmp_path / "less.csv").write_text("\n".join(rows[:-1] + [",,"]) + "\n")
+    with pytest.raises(PerflabError, match="only 2 of its 6 pairs of CPUs are measured"):
+        load(tmp_path / "less.csv")
+
+
 @pytest.mark.parametrize("text, fragment", [("\n12,\n13,x,\n", "line 3"), ("\n12,\n13,-4,\n", "line 3"), ("\n12,14,\n", "line 2")])
 def test_malformed_csv_names_the_line(tmp_path, text, fragment):
     bad = tmp_path / "bad.csv"

@@ -8,12 +8,14 @@ one fails on a broken copy: a missing file, a hand-edited README row.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import html
 import importlib
 import inspect
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -21,6 +23,7 @@ import pytest
 
 from conftest import REPO
 from perflab import results
+from perflab.cli import labtools
 from perflab.grading.manifest import load_manifest
 from perflab.labs import Lab, LabInfo, labs
 from perflab.verdict import Verdict
@@ -79,6 +82,24 @@ def contract_problems(lab: LabInfo) -> list[str]:
     checks = importlib.import_module(f"{lab.package}.exercises")
     problems += [f"{lab.package}.exercises has no check {e.checks!r} for {e.name}"
                  for e in load_manifest().exercises if e.name in lab.exercises and not callable(getattr(checks, e.checks, None))]
+    return problems
+
+
+def tool_problems(path: Path) -> list[str]:
+    """A lab's cli.py, loaded alone by its path for every `perflab` command: add_commands(commands), the standard
+    library only at its top, and no relative import anywhere (its package is not imported)."""
+    tree = ast.parse(path.read_text())
+    problems = [] if any(isinstance(node, ast.FunctionDef) and node.name == "add_commands" for node in tree.body) \
+        else [f"{path} has no add_commands(commands)"]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            problems.append(f"{path}:{node.lineno} imports relatively; import perflab.labs... inside the handler")
+    for node in tree.body:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and not node.level else []
+        problems += [f"{path}:{node.lineno} imports {name} at the top: only the standard library there, the rest "
+                     "inside the handlers" for name in names
+                     if name.split(".")[0] not in sys.stdlib_module_names | {"__future__"}]
     return problems
 
 
@@ -146,6 +167,18 @@ def test_every_lab_has_the_same_files(lab):
 @pytest.mark.parametrize("lab", READY, ids=lambda lab: lab.name)
 def test_every_lab_follows_the_contract(lab):
     assert contract_problems(lab) == []
+
+
+@pytest.mark.parametrize("lab", [lab for lab in READY if labtools.tool_module_path(lab.name).is_file()],
+                         ids=lambda lab: lab.name)
+def test_every_labs_tools_follow_the_contract(lab):
+    assert tool_problems(labtools.tool_module_path(lab.name)) == []
+
+
+def test_the_cli_finds_the_tools_of_the_labs_the_manifest_lists():
+    assert labtools.ready_labs() == [(lab.number, lab.name) for lab in READY], "the CLI's light reading of the manifest"
+    assert {labtools.tool_module_path(lab.name).parent for lab in READY} == \
+        {REPO / "perflab" / "labs" / lab.name.replace("-", "_") for lab in READY}
 
 
 def test_planned_labs_have_no_package_yet():
@@ -248,3 +281,14 @@ def test_a_lab_breaking_the_contract_is_caught(monkeypatch):
     monkeypatch.setattr(kind, "RUNS", ("no_such_setting",))
     problems = contract_problems(lab)
     assert any("overrides run" in p for p in problems) and any("no_such_setting" in p for p in problems)
+
+
+def test_a_lab_tool_importing_its_lab_at_the_top_is_caught(tmp_path):
+    tools = labtools.tool_module_path("core-to-core")
+    assert tool_problems(tools) == []
+    broken = tmp_path / "cli.py"
+    broken.write_text(tools.read_text().replace("import argparse\n", "import argparse\nfrom .advisor import analyze\n"
+                                                "import numpy\n").replace("def add_commands(", "def add_parsers("))
+    problems = tool_problems(broken)
+    assert len(problems) == 3 and "no add_commands" in problems[0] and "imports relatively" in problems[1]
+    assert "imports numpy at the top" in problems[2], problems

@@ -186,7 +186,8 @@ def test_lab_argv_asks_for_json_with_progress():
 
 def test_run_in_a_vm_forwards_every_flag_but_vm():
     """The guest gets the host's command line as typed, so a flag added to `run` later is forwarded too."""
-    from perflab.cli import build_parser, without_vm
+    from perflab.cli import build_parser
+    from perflab.cli.labs import without_vm
 
     given = ["loop-alignment", "--quick", "--runs", "3", "-C", "0,1", "--no-wait", "--progress", "--json",
              "-o", "loop=x", "--vm", "default"]

@@ -13,6 +13,7 @@ lab is two folders with the same files in every lab:
         figures.py                figures(verdict) -> [(title, Figure)], and the
                                   notebook's widget panels
         exercises.py              the checks its exercises name in exercises/manifest.toml
+        cli.py                    optional: subcommands of its own (below)
         ...                       helpers of this lab alone (a parser, a simulator)
 
 `Lab.run` is the skeleton every lab shares; no lab overrides it:
@@ -49,7 +50,24 @@ A lab writes only what is its own:
                       verdict, reason, effect and notes from the result alone
 
 Figures are drawn from the result in memory (verdict.result), never re-read
-from disk. tests/test_lab_contract.py checks every lab against this contract.
+from disk.
+
+A lab may add subcommands to `perflab`, for a tool that is useful beyond its
+run (`perflab c2c analyze` reads any latency matrix), in cli.py:
+
+    add_commands(commands)
+                      adds them with commands.add_parser(name, help=...,
+                      description=..., examples=(...)), as argparse's
+                      subparsers do; each sets func=handler, and
+                      handler(args) returns the exit code
+
+perflab/cli/labtools.py finds cli.py in the package of every ready lab of
+the manifest and loads it by its path for every `perflab` command, without
+importing the lab's package: so only the standard library at its top, and the
+lab's modules imported absolutely inside the handlers. `perflab --help` lists
+the commands under their lab.
+
+tests/test_lab_contract.py checks every lab against this contract.
 """
 
 from __future__ import annotations
@@ -63,7 +81,8 @@ from typing import Any, ClassVar
 from .. import interference
 from ..errors import PerflabError
 from ..lock import measurement_lock
-from ..probe import Machine, probe
+from ..cpulist import check_cpus
+from ..probe import Machine, online_cpus, probe
 from ..sequential import MAX_RUNS
 from ..verdict import Verdict, unless_emulated
 from .manifest import LabInfo, available, find, labs
@@ -145,6 +164,8 @@ class Lab(ABC):
         """The whole lab, start to verdict; the result file it saves is in verdict.results."""
         from .. import journal, results
 
+        if cpus and (online := online_cpus()) is not None:
+            check_cpus(cpus, online)  # before the queue: a CPU this machine lacks is refused at once, not after the wait
         reserved = None if cpus else reserved_cpus()
         cpus = cpus or reserved
         chosen_options = self._options(options)

@@ -174,7 +174,8 @@ def analyze(m: LatencyMatrix) -> dict[str, Any]:
     if m.expected_cpus:
         notes.append(f"partial matrix: {len(m.cpus)} of {m.expected_cpus} CPUs measured")
     if m.measured_fraction < 1:
-        notes.append(f"{1 - m.measured_fraction:.0%} of the pairs were not measured; they are left out")
+        notes.append(f"{1 - m.measured_fraction:.0%} of the pairs were not measured (empty, nan or null cells); "
+                     "they are left out")
     if len(m.cpus) < 3:
         notes.append(f"only {len(m.cpus)} CPUs ({format_cpulist(m.cpus)}): no structure can be recovered from one pair")
         levels, info = [], []

@@ -9,8 +9,12 @@ Two ways in:
   ``{"cpus": [...], "one_way_ns": [[...], ...]}`` with ``null`` for pairs that
   were not measured.
 
-Whatever the source, a `LatencyMatrix` is square, symmetric, NaN on the
-diagonal and NaN for every pair that was not measured.
+An empty cell or `nan` in a CSV, and null or NaN in a JSON, mean "not
+measured" (`inf` and negative latencies are refused). Whatever the source, a
+`LatencyMatrix` is square, symmetric, NaN on the diagonal and NaN for every
+pair that was not measured; a file whose matrix has fewer than half of its
+pairs measured is refused, since advice from a few cells would look as sure as
+advice from all of them.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ...errors import PerflabError
 # with full-precision floats is about 20 MB, hence the file limit.
 MAX_CPUS = 1024
 MAX_BYTES = 32 * 2**20
+MIN_MEASURED = 0.5  # of the pairs, for a file to be read as a matrix
 
 
 @dataclass(frozen=True, eq=False)
@@ -246,8 +251,18 @@ def _read(path: Path) -> bytes:
 
 
 def load(path: str | Path) -> LatencyMatrix:
-    """Load a .csv (core-to-core-latency) or .json (perflab result) by its suffix."""
-    path = Path(path)
+    """Load a .csv (core-to-core-latency) or .json (perflab result) by its suffix; refuse one mostly empty."""
+    matrix = _load_by_suffix(Path(path))
+    if matrix.measured_fraction < MIN_MEASURED:
+        pairs = len(matrix) * (len(matrix) - 1) // 2
+        measured = round(matrix.measured_fraction * pairs)
+        raise PerflabError(f"{matrix.source}: only {measured} of its {pairs} pairs of CPUs are measured "
+                           f"({matrix.measured_fraction:.0%}; empty, nan and null cells mean not measured): "
+                           f"too few to read a structure from; give a matrix with at least {MIN_MEASURED:.0%} measured")
+    return matrix
+
+
+def _load_by_suffix(path: Path) -> LatencyMatrix:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return load_csv(path)

@@ -1,0 +1,119 @@
+"""`perflab workshop up|add-learners|status|regrade|down`: JupyterHub for a class on this machine, run as root."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import print_json
+
+AS_ROOT = ("Run it as root: in a root shell as shown, or with sudo in front (`sudo .venv/bin/perflab workshop "
+           "...`) where the server has sudo.")
+
+
+def add_commands(commands) -> None:
+    workshop = commands.add_parser(
+        "workshop", help="for instructors: JupyterHub for a class on this machine (as root)",
+        description="JupyterHub for a class on this machine: one system user and one JupyterLab per learner, "
+                    "a measurement queue, and a class dashboard for you. " + AS_ROOT,
+        examples=(".venv/bin/perflab workshop up alice bob carol",
+                  "sudo .venv/bin/perflab workshop up alice bob carol   # the same, from an account with sudo",
+                  ".venv/bin/perflab workshop status", ".venv/bin/perflab workshop down"))
+    verbs = workshop.add_subparsers(dest="workshop_command", required=True, metavar="VERB", title="verbs")
+    _add_up(verbs)
+
+    p = verbs.add_parser(
+        "add-learners", help="more learners while the workshop runs",
+        description="Create a user and a login for each learner named, while the hub keeps running, and print "
+                    "their passwords once. " + AS_ROOT,
+        examples=(".venv/bin/perflab workshop add-learners dave",
+                  "sudo .venv/bin/perflab workshop add-learners dave erin"))
+    p.add_argument("learners", nargs="+", metavar="LEARNER", help="the new learners' names")
+    p.set_defaults(func=cmd_add_learners)
+
+    p = verbs.add_parser(
+        "status", help="the hub and each learner's server",
+        description="Whether the hub runs, its URL and dashboard, and each learner's server with its last "
+                    "activity (and CPUs, where reserved). " + AS_ROOT,
+        examples=(".venv/bin/perflab workshop status", "sudo .venv/bin/perflab workshop status --json"))
+    p.add_argument("--json", action="store_true", help="the same as JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = verbs.add_parser(
+        "regrade", help="grade again, as each learner, what their progress file calls passed",
+        description="Grade again each exercise a learner's progress file calls passed (every exercise with "
+                    "--all), from the notebook they saved, as their own user, never as root. Their progress file "
+                    "is not touched; the outcomes go to the dashboard. " + AS_ROOT,
+        examples=(".venv/bin/perflab workshop regrade", ".venv/bin/perflab workshop regrade alice --all",
+                  "sudo .venv/bin/perflab workshop regrade alice bob"))
+    p.add_argument("learners", nargs="*", metavar="LEARNER", help="whose exercises (default: every learner's)")
+    p.add_argument("--all", action="store_true", help="every exercise, not only those marked passed")
+    p.set_defaults(func=cmd_regrade)
+
+    p = verbs.add_parser(
+        "down", help="stop it all, remove the learners' users, restore the machine",
+        description="Stop JupyterHub and every learner's server, remove the learners' users and home folders and "
+                    "the workshop's state folder, and check that no port is left listening. Safe to run again "
+                    "after a failure: it finishes what is left. " + AS_ROOT,
+        examples=(".venv/bin/perflab workshop down", "sudo .venv/bin/perflab workshop down"))
+    p.set_defaults(func=cmd_down)
+
+
+def _add_up(verbs) -> None:
+    p = verbs.add_parser(
+        "up", help="start the workshop: users, JupyterHub, the dashboard",
+        description="Create one system user per learner, start JupyterHub with each learner's own JupyterLab and "
+                    "workspace, and the class dashboard; print every login's password once. It listens on "
+                    "127.0.0.1 unless --ip says otherwise; serve beyond this machine only with TLS. " + AS_ROOT,
+        examples=(".venv/bin/perflab workshop up alice bob carol",
+                  "sudo .venv/bin/perflab workshop up alice bob carol   # the same, from an account with sudo",
+                  ".venv/bin/perflab workshop up alice bob carol --reserve-cpus 4",
+                  ".venv/bin/perflab workshop up alice bob --ip 0.0.0.0 --port 443 "
+                  "--ssl-cert cert.pem --ssl-key key.pem"))
+    p.add_argument("learners", nargs="+", metavar="LEARNER", help="the learners' names")
+    p.add_argument("--ip", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="the port learners open (default 8000)")
+    p.add_argument("--ssl-cert", help="a PEM certificate: serve HTTPS (with --ssl-key)")
+    p.add_argument("--ssl-key", help="the certificate's PEM key")
+    p.add_argument("--reserve-cpus", type=int, default=0, metavar="N",
+                   help="N CPUs of their own for each learner (not the first CPU), where the machine has enough; "
+                        "each then measures without queueing behind the others")
+    p.set_defaults(func=cmd_up)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from ..workshop import hub
+
+    print("\n".join(hub.up(args.learners, args.ip, args.port, args.ssl_cert, args.ssl_key, args.reserve_cpus)))
+    return 0
+
+
+def cmd_add_learners(args: argparse.Namespace) -> int:
+    from ..workshop import hub
+
+    print("\n".join(hub.add_learners(args.learners)))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ..workshop import hub
+
+    found = hub.status()
+    print_json(found) if args.json else print(hub.render_status(found))
+    return 0
+
+
+def cmd_regrade(args: argparse.Namespace) -> int:
+    from ..workshop.regrade import regrade
+
+    lines = regrade(args.learners, args.all, say=lambda line: print(line, file=sys.stderr, flush=True))
+    print("\n".join(lines) if lines else "nothing to re-grade: no learner's progress file calls an exercise passed")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from ..workshop import hub
+
+    lines = hub.down()
+    print("\n".join(lines) if lines else "perflab workshop: nothing was left to remove")
+    return 0
