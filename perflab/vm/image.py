@@ -2,17 +2,23 @@
 
 The recipe is the suite, the mirror and the provisioning script; its hash names the cached
 image, so editing vm/provision.sh builds a new image on the next boot and nothing else does.
-The build runs the provisioning in a private mount namespace (unshare), so the /proc and /sys
-it mounts for the chroot vanish with it, even on Ctrl-C or kill -9.
+Each command of the build runs in a mount and PID namespace of its own (unshare) that dies
+with perflab: the /proc and /sys that debootstrap and the provisioning mount never reach the
+host's mount table, and kill -9 of perflab ends every process of the build (debootstrap, apt,
+dpkg, mke2fs) at once. What such a build leaves is its partial folder, which the next build
+removes and names.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +36,12 @@ PROVISION_SCRIPT = REPO_ROOT / "vm" / "provision.sh"
 BUILD_SPACE_GIB = 7  # rootfs and ext4 image side by side at the peak; the image alone is smaller
 TOOLS = {"debootstrap": "debootstrap", "mke2fs": "e2fsprogs", "unshare": "util-linux", "chroot": "coreutils"}
 KERNEL_SUFFIX = {"standard": "-amd64", "rt": "-rt-amd64"}
+# ANCHOR: namespace
+# The step is the first process of a new PID namespace, so the kernel kills all it started when it dies,
+# daemons included; unshare kills it when unshare dies, and unshare dies with perflab (_dies_with).
+NAMESPACE = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc"]
+# ANCHOR_END: namespace
+PR_SET_PDEATHSIG = 1
 
 
 def cache_dir() -> Path:
@@ -98,8 +110,8 @@ def build(progress: bool = True) -> Image:
         free_gib = shutil.disk_usage(images).free / 2**30
         if free_gib < BUILD_SPACE_GIB:
             raise PerflabError(_no_space(images, free_gib))
-        for partial in images.glob(".partial-*"):  # left by a build that was killed outright
-            shutil.rmtree(partial, ignore_errors=True)
+        for partial in images.glob(".partial-*"):  # no build is writing it: this one holds the lock
+            _remove_partial(partial)
         work = images / f".partial-{image.folder.name}"
         work.mkdir()
         log = work / "build.log"
@@ -116,7 +128,7 @@ def build(progress: bool = True) -> Image:
             raise
         seconds = time.monotonic() - started
         info = {"recipe": recipe(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "build_seconds": round(seconds, 1), "disk_bytes": _disk_bytes(work),
+                "build_seconds": round(seconds, 1), "disk_bytes": _tree_bytes(work, allocated=True),
                 "kernels": json.loads((work / "kernels.json").read_text())}
         (work / "image.json").write_text(json.dumps(info, indent=2) + "\n")
         work.rename(image.folder)
@@ -132,9 +144,10 @@ def _build_into(work: Path, log: Path, progress: bool) -> None:
     _run_step(progress, log, "1/4 debootstrap", ["debootstrap", "--variant=minbase", SUITE, str(rootfs), mirror()])
     shutil.copyfile(PROVISION_SCRIPT, rootfs / "tmp" / "provision.sh")
     shutil.copyfile("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+    # Not `exec chroot`: the namespace's first process stays outside the chroot, so that ischroot and
+    # systemd's checks inside still see a chroot, as they do on the host.
     _run_step(progress, log, "2/4 provisioning", [
-        "unshare", "--mount", "--propagation", "private", "sh", "-ec",
-        'mount -t proc proc "$1/proc"; mount -t sysfs sysfs "$1/sys"; exec chroot "$1" /bin/sh /tmp/provision.sh',
+        "sh", "-ec", 'mount -t proc proc "$1/proc"; mount -t sysfs sysfs "$1/sys"; chroot "$1" /bin/sh /tmp/provision.sh',
         "provision", str(rootfs)])
     (rootfs / "tmp" / "provision.sh").unlink()
     (rootfs / "etc" / "resolv.conf").unlink()  # the guest has no network to resolve names on
@@ -146,8 +159,7 @@ def _build_into(work: Path, log: Path, progress: bool) -> None:
         shutil.copyfile(rootfs / "boot" / f"initrd.img-{version}", work / f"initrd-{flavour}")
         kernels[flavour] = version
     (work / "kernels.json").write_text(json.dumps(kernels))
-    used = int(subprocess.run(["du", "-sb", str(rootfs)], capture_output=True, text=True, check=True).stdout.split()[0])
-    size_mib = used * 5 // 4 // 2**20 + 512  # room for what the labs build and write in the guest
+    size_mib = _tree_bytes(rootfs) * 5 // 4 // 2**20 + 512  # room for what the labs build and write in the guest
     _run_step(progress, log, "4/4 ext4 image", ["mke2fs", "-q", "-t", "ext4", "-L", "perflab", "-d", str(rootfs),
                                                 str(work / "rootfs.ext4"), f"{size_mib}M"])
     shutil.rmtree(rootfs)
@@ -163,13 +175,15 @@ def _kernel_version(boot: Path, suffix: str) -> str:
 
 
 def _run_step(progress: bool, log: Path, label: str, argv: list[str]) -> None:
-    """Run one build step, logging everything and showing its latest line on one status line."""
+    """Run one build step in its own namespaces (NAMESPACE), logging everything and showing its latest line
+    on one status line."""
     tail: deque[str] = deque(maxlen=15)
     live = progress and sys.stderr.isatty()
     say(progress and not live, f"[{label}] {argv[0]} ...")
     with log.open("a") as out:
         out.write(f"$ {' '.join(argv)}\n")
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        process = subprocess.Popen([*NAMESPACE, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   errors="replace", preexec_fn=_dies_with(os.getpid()))
         try:
             for line in process.stdout:
                 out.write(line)
@@ -180,8 +194,7 @@ def _run_step(progress: bool, log: Path, label: str, argv: list[str]) -> None:
             code = process.wait()
         finally:
             if process.poll() is None:
-                process.kill()
-                process.wait()
+                _stop(process)
         if live:
             print(f"\r\033[K[{label}] done", file=sys.stderr, flush=True)
     if code != 0:
@@ -190,6 +203,46 @@ def _run_step(progress: bool, log: Path, label: str, argv: list[str]) -> None:
         last = "; ".join(line for line in tail if line)[-600:]
         raise PerflabError(f"building the guest image failed in step {label} ({argv[0]} exited with {code}): {last}; "
                            f"the full log is kept in {cache_dir() / 'images' / 'last-failed-build.log'}")
+
+
+def _dies_with(parent: int):
+    """A preexec_fn: the child gets SIGKILL when `parent` dies, even by kill -9 (PR_SET_PDEATHSIG).
+
+    Strictly, when the thread that started it ends: the build runs on perflab's main thread."""
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork, not in the child
+
+    def arm() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl: no signal will come
+            os._exit(1)
+    return arm
+
+
+def _stop(step: subprocess.Popen) -> None:
+    """Kill a step's namespace and return once none of its processes is left (before its folder is removed).
+
+    SIGKILL to the namespace's first process kills every process in it, and unshare reaps that one only after
+    all are gone, so unshare's exit is the sign; unshare is killed itself only if it has not forked yet."""
+    try:
+        first = Path(f"/proc/{step.pid}/task/{step.pid}/children").read_text().split()
+    except OSError:
+        first = []
+    if first:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(first[0]), signal.SIGKILL)
+    else:
+        step.kill()
+    step.wait()
+
+
+def _remove_partial(partial: Path) -> None:
+    """Remove the folder an interrupted build left (killed outright: Ctrl-C removes its own) and say so."""
+    size = _tree_bytes(partial, allocated=True)
+    shutil.rmtree(partial, ignore_errors=True)
+    if partial.exists():
+        raise PerflabError(f"cannot remove {partial}, which an interrupted build of the guest image left: "
+                           f"remove it by hand (`sudo rm -rf {partial}`)")
+    say(True, f"removed {partial} ({size / 2**20:.1f} MiB), left by an interrupted build of the guest image")
 
 
 def _check_can_build() -> None:
@@ -206,8 +259,20 @@ def _no_space(folder: Path, free_gib: float) -> str:
             f"{BUILD_SPACE_GIB} GiB; free some space or point PERFLAB_VM_CACHE at a roomier disk")
 
 
-def _disk_bytes(folder: Path) -> int:
-    return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
+def _tree_bytes(folder: Path, allocated: bool = False) -> int:
+    """What `du -sb` says of `folder`, or with allocated `du -sB1`: every inode once, no symbolic link followed
+    (a rootfs's absolute links point into the host)."""
+    seen, total = set(), 0
+    for top, folders, files in os.walk(folder):
+        for path in [top, *(os.path.join(top, name) for name in folders + files)]:
+            try:
+                info = os.lstat(path)
+            except OSError:  # gone meanwhile
+                continue
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512 if allocated else info.st_size
+    return total
 
 
 def say(enabled: bool, text: str) -> None:
