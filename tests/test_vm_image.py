@@ -66,9 +66,9 @@ def cache(tmp_path):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def start_build(cache: Path, output: Path, env: dict | None = None) -> subprocess.Popen:
+def start_build(cache: Path, output: Path, env: dict | None = None, *flags: str) -> subprocess.Popen:
     with output.open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "perflab", "vm", "build"], cwd=REPO, stdin=subprocess.DEVNULL,
+        return subprocess.Popen([sys.executable, "-m", "perflab", "vm", "build", *flags], cwd=REPO, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PERFLAB_VM_CACHE": str(cache), **(env or {})})
 
@@ -174,7 +174,12 @@ def test_a_killed_build_leaves_no_mount_and_no_process_and_the_next_build_remove
             kill_and_find_nothing_left(build, cache, f"in {step}")
             ready.unlink()
         assert removed_the_partial(output, cache) == (number > 0), output.read_text()
-    assert image.Image(next((cache / "images").glob("[!.]*"))).exists()
+    built = image.Image(next((cache / "images").glob("[!.]*")))
+    assert built.exists() and not list((cache / "images").glob(".partial-*"))
+    (built.folder / "old").touch()
+    forced = start_build(cache, tmp_path / "forced.txt", env, "--force")
+    assert forced.wait(timeout=120) == 0, (tmp_path / "forced.txt").read_text()
+    assert built.exists() and not (built.folder / "old").exists(), "--force kept the cached image"
     assert not list((cache / "images").glob(".partial-*"))
 
 

@@ -106,7 +106,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from ..vm import image
 
-    built = image.build() if args.force or not image.current().exists() else image.current()
+    built = image.build(force=args.force)
     info = built.info()
     print(f"{built.folder}: built {info['built']} in {info['build_seconds']} s, "
           f"{info['disk_bytes'] / 2**30:.2f} GiB on disk")

@@ -99,13 +99,15 @@ def ensure(progress: bool = True) -> Image:
     return build(progress=progress)
 
 
-def build(progress: bool = True) -> Image:
+def build(progress: bool = True, force: bool = False) -> Image:
+    """Build the image for the current recipe; a cached one is kept unless `force`, then replaced once the new one
+    is built (a failed rebuild leaves the old image as it was)."""
     _check_can_build()
     images = cache_dir() / "images"
     images.mkdir(parents=True, exist_ok=True)
     with exclusive(images / ".build.lock", "another process is building the guest image"):
         image = current()
-        if image.exists():  # another process built it while this one waited
+        if image.exists() and not force:  # already built, perhaps by another process while this one waited
             return image
         free_gib = shutil.disk_usage(images).free / 2**30
         if free_gib < BUILD_SPACE_GIB:
@@ -131,6 +133,10 @@ def build(progress: bool = True) -> Image:
                 "build_seconds": round(seconds, 1), "disk_bytes": _tree_bytes(work, allocated=True),
                 "kernels": json.loads((work / "kernels.json").read_text())}
         (work / "image.json").write_text(json.dumps(info, indent=2) + "\n")
+        if image.exists():  # --force: the old image goes only now that its replacement is whole
+            replaced = images / f".partial-replaced-{image.folder.name}"
+            image.folder.rename(replaced)
+            shutil.rmtree(replaced, ignore_errors=True)
         work.rename(image.folder)
         for stale in images.iterdir():  # images of older recipes: nothing boots them any more
             if stale.is_dir() and stale != image.folder and not stale.name.startswith("."):
