@@ -119,7 +119,8 @@ class Journal:
                 except PerflabError as err:
                     kept.append(entry)
                     print(f"perflab: could not restore {entry.kind} {entry.target}: {err}", file=sys.stderr)
-            self._rewrite(list(reversed(kept)))
+            if len(kept) < len(entries):  # else unchanged: a user who may not write it has nothing to write
+                self._rewrite(list(reversed(kept)))
         return done
 
     def _rewrite(self, entries: list[Entry]) -> None:

@@ -5,12 +5,17 @@ measurement holds an exclusive flock(2) on one machine-wide file. The kernel
 drops the lock when the holder exits, even on a crash or kill -9, so a stale
 lock cannot outlive its process.
 
-On a shared machine (a workshop) waiters queue: each takes a ticket, a file
+On a shared machine waiters queue: each takes a ticket, a file
 named by the time it asked, in <lock>.queue/, and tries the lock only when no
 live ticket is older. While it waits it shows its place in line and an
 estimate from how long each waiting measurement took last time
-(<lock>.queue/durations, a JSON object). A ticket whose process is gone is skipped, so a
+(<lock>.queue/durations, a JSON object), or, for a lab run never measured here, from
+the time the lab manifest expects. A ticket whose process is gone is skipped, so a
 killed waiter does not hold up the line.
+
+Anyone who can open the lock file can hold it forever, so in a workshop measurement_lock
+asks the workshop's queue service for a turn instead (perflab.turns), with the same
+interface for its callers.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .errors import PerflabError
+from .turns import socket_path, turn
 
 REPEAT_PLACE_S = 15  # a waiter's place is shown when it changes, and the estimate this often
 _held = threading.local()  # re-entrant within a process: a lab run calls measurements that also lock
@@ -169,11 +175,20 @@ def _in_line(ticket: Ticket):
 
 
 def expected_seconds(what: str) -> float | None:
-    """How long the last run of `what` held the lock, if any run recorded it."""
+    """How long the last run of `what` held the lock, if any run recorded it, else what the manifest expects."""
     try:
-        return json.loads((queue_dir() / "durations").read_text()).get(what)
+        measured = json.loads((queue_dir() / "durations").read_text()).get(what)
     except (OSError, ValueError, AttributeError):
-        return None
+        measured = None
+    return measured if measured is not None else manifest_seconds(what)
+
+
+def manifest_seconds(what: str) -> float | None:
+    """What the lab manifest expects of a lab run (`perflab run NAME [--quick]`), until one is measured here."""
+    from .labs.manifest import run_named  # not above: perflab.labs imports this module
+
+    run = run_named(what)
+    return run[0].expected_s.of(quick=run[1]) if run else None
 
 
 def _record_duration(what: str, seconds: float) -> None:
@@ -198,14 +213,18 @@ def _record_duration(what: str, seconds: float) -> None:
 def place_in_line(mine: Ticket, holder: Ticket | None, now: float) -> str:
     """"2nd in line, about 40 s (now: alice's perflab run loop-alignment)": what a waiter is shown."""
     ahead = [t for t in _tickets() if (t.since, t.pid) < (mine.since, mine.pid)]
-    place = len(ahead) + 1
-    suffix = {1: "st", 2: "nd", 3: "rd"}.get(place if place < 20 else place % 10, "th")
     waits = [expected_seconds(t.what) for t in ahead]
     running = expected_seconds(holder.what) if holder else None
     if holder is not None and running is not None:
         waits.append(max(running - (now - holder.since), 1.0))
     estimate = f"about {sum(waits):.0f} s" if waits and None not in waits else "no estimate yet"
-    return f"{place}{suffix} in line, {estimate} (now: {holder.describe() if holder else 'a run finishing'})"
+    return describe_place(len(ahead) + 1, estimate, holder.describe() if holder else "a run finishing")
+
+
+def describe_place(place: int, estimate: str, now: str) -> str:
+    """"2nd in line, about 40 s (now: alice's perflab run loop-alignment)", as both queues say it."""
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(place if place < 20 else place % 10, "th")
+    return f"{place}{suffix} in line, {estimate} (now: {now})"
 
 
 def _holder(fd: int) -> Ticket | None:
@@ -219,6 +238,7 @@ def _holder(fd: int) -> Ticket | None:
 def measurement_lock(what: str, wait: bool = True):
     """Hold the machine-wide measurement lock while the block runs; queue for it in order when it is busy.
 
+    In a workshop the turn comes from its queue service instead (perflab.turns), with a time limit.
     With wait=False a busy lock raises PerflabError at once instead of waiting.
     """
     if getattr(_held, "depth", 0):
@@ -228,6 +248,18 @@ def measurement_lock(what: str, wait: bool = True):
         finally:
             _held.depth -= 1
         return
+    queue = socket_path()
+    with turn(queue, what, wait) if queue else _lock_file(what, wait):
+        _held.depth = 1
+        try:
+            yield
+        finally:
+            _held.depth = 0
+
+
+@contextmanager
+def _lock_file(what: str, wait: bool):
+    """The lock file's way: flock(2), in line with a ticket when it is busy; the run's duration recorded."""
     fd = open_shared(lock_path(), "the measurement lock", ", or set PERFLAB_LOCK to one file every user here can write")
     mine = Ticket.mine(what)
     try:
@@ -239,16 +271,11 @@ def measurement_lock(what: str, wait: bool = True):
             _wait_in_line(fd, mine)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(asdict(mine)).encode(), 0)
-        _held.depth = 1
         began = time.monotonic()
         try:
             yield
-        except BaseException:
-            raise
-        else:  # a run that failed part-way would shorten the next estimate
-            _record_duration(what, time.monotonic() - began)
+            _record_duration(what, time.monotonic() - began)  # not reached by a run that failed part-way
         finally:
-            _held.depth = 0
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # closing the descriptor releases the flock
@@ -262,7 +289,6 @@ def _try_lock(fd: int) -> bool:
         return False
 
 
-# ANCHOR: wait_in_line
 def _wait_in_line(fd: int, mine: Ticket) -> None:
     """Wait with a ticket; try the lock only when first in line, so the lock goes in the order asked."""
     shown, shown_at = "", 0.0
@@ -277,4 +303,3 @@ def _wait_in_line(fd: int, mine: Ticket) -> None:
                 print(f"perflab: waiting to measure: {line}", file=sys.stderr, flush=True)
                 shown, shown_at = line, time.monotonic()
             time.sleep(0.5)
-# ANCHOR_END: wait_in_line

@@ -22,8 +22,22 @@ def isolated_state(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFLAB_PROGRESS", str(tmp_path / "progress.txt"))
     monkeypatch.setenv("PERFLAB_WORKSPACE", str(tmp_path / "work"))
     monkeypatch.setenv("PERFLAB_LOCK", str(tmp_path / "measure.lock"))
+    monkeypatch.setenv("PERFLAB_TURNS", "")  # the lock file, never the queue of a workshop that is up on this machine
     monkeypatch.setenv("MPLBACKEND", "Agg")
     return tmp_path
+
+
+# A learner who does not play by the rules: holds the lock file (PERFLAB_LOCK) and a turn of the workshop's queue
+# (PERFLAB_TURNS), never says it is done, and prints what the queue granted.
+HOLD_A_TURN_AND_THE_LOCK = """
+import fcntl, json, os, socket, sys, time
+fcntl.flock(os.open(os.environ["PERFLAB_LOCK"], os.O_RDWR | os.O_CREAT, 0o666), fcntl.LOCK_EX)
+asker = socket.socket(socket.AF_UNIX)
+asker.connect(os.environ["PERFLAB_TURNS"])
+asker.sendall(json.dumps({"what": "perflab run loop-alignment --quick"}).encode() + b"\\n")
+print(asker.makefile().readline().strip(), flush=True)
+time.sleep(600)
+"""
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -172,6 +173,24 @@ def test_a_live_run_is_left_alone_and_tune_stays_until_reset(tmp_path):
     assert snapshot(copy) == before
     system.tune(root)
     assert system.reset_all(root) and snapshot(copy) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="recovering as another user needs root to switch users")
+def test_a_user_who_may_not_write_the_journal_recovers_nothing_and_goes_on(tmp_path):
+    """A learner's lab run recovers under the lock while root's run, not under it, has a change in the journal."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))  # tmp_path's parents are 0700: nobody could reach it
+    try:
+        folder.chmod(0o755)
+        shutil.copytree(FIXTURE_MACHINES / "amd-chiplet", folder / "amd", symlinks=True)
+        root = SysRoot(folder / "amd")
+        with journal.SystemChanges(root=root) as changes:
+            changes.set(RqAffinity("nvme0n1", root), "2")
+            recovered = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c",
+                                        f"from perflab import journal, sysfs; print(journal.recover(sysfs.SysRoot({str(root.root)!r})))"],
+                                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+            assert recovered.returncode == 0 and recovered.stdout.strip() == "[]", recovered.stderr
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_a_damaged_journal_line_is_skipped_not_fatal(tree, capsys):

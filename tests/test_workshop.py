@@ -12,7 +12,9 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,12 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import HOLD_A_TURN_AND_THE_LOCK, REPO, run_cli
 from perflab import lock
 from perflab.labs import CannotShow
-from perflab.workshop import dashboard, roster
+from perflab.workshop import dashboard, roster, turns
 
 CHROMIUM = shutil.which("chromium")
+TURN_LIMIT_S = 15  # a learner's turn in the class of the end-to-end test: lab 5's quick run takes seconds
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a workshop creates system users: run the tests as root")
 
 
@@ -108,6 +111,30 @@ def test_a_learner_compiles_into_a_folder_of_their_own(shared_lock):
                                       "/home/perflab-alice")["PERFLAB_BUILD_DIR"].startswith("/home/perflab-alice/")
 
 
+def test_a_learner_with_cpus_of_their_own_measures_under_a_lock_no_one_else_can_open():
+    workshop = roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h", cpus={"alice": "1-2"})
+    own = roster.learner_environment(workshop, "alice", "/home/perflab-alice")
+    assert own["PERFLAB_CPUS"] == "1-2" and own["PERFLAB_TURNS"] == ""  # the lock file, not the class's queue
+    assert own["PERFLAB_LOCK"].startswith("/home/perflab-alice/"), "a lock file another learner could hold"
+    shared = roster.learner_environment(workshop, "bob", "/home/perflab-bob")
+    assert shared["PERFLAB_TURNS"] == workshop.turns and "PERFLAB_LOCK" not in shared
+
+
+def test_the_state_folder_is_made_root_only_whoever_made_it_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
+    (tmp_path / "state").mkdir(mode=0o755)  # as the accounts journal's first entry made it
+    roster.save(roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h"))
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+
+
+@as_root
+def test_a_turn_limit_that_is_not_seconds_is_refused_in_one_line_and_nothing_is_made(tmp_path):
+    done = run_cli("workshop", "up", "alice", env={"PERFLAB_WORKSHOP_DIR": str(tmp_path / "s"),
+                                                   "PERFLAB_TURN_LIMIT_S": "ten"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "PERFLAB_TURN_LIMIT_S=ten: give the seconds" in done.stderr and not (tmp_path / "s").exists()
+
+
 def test_a_learner_who_cannot_write_the_vm_cache_is_told_who_runs_vms():
     done = subprocess.run(["runuser", "-u", "nobody", "--", str(REPO / ".venv/bin/perflab"), "vm", "up", "default"],
                           capture_output=True, text=True, cwd="/")
@@ -178,6 +205,17 @@ def test_the_estimate_adds_what_each_run_ahead_took_last_time(shared_lock):
     mine = lock.Ticket.mine("perflab run demo --quick")
     assert lock.place_in_line(mine, holder, holder.since).startswith("1st in line, about ")
     assert "no estimate yet" in lock.place_in_line(mine, lock.Ticket(1, 0, "bob", "never ran", time.time()), time.time())
+
+
+def test_the_first_waiter_of_the_day_sees_the_manifests_estimate_until_a_run_is_measured_here(shared_lock):
+    from perflab.labs.manifest import find
+
+    quick, expected = "perflab run numa-static-data --quick", find("numa-static-data").expected_s.quick
+    holder = lock.Ticket(1, 0, "alice", quick, time.time())
+    assert lock.place_in_line(lock.Ticket.mine(quick), holder, holder.since).startswith(f"1st in line, about {expected:.0f} s")
+    with lock.measurement_lock(quick):
+        time.sleep(0.3)
+    assert lock.expected_seconds(quick) < expected, "the manifest's estimate, once a run has been measured here"
 
 
 def test_the_dashboard_recomputes_verdicts_and_refuses_an_edited_result(tmp_path):
@@ -273,22 +311,44 @@ def _log_in(browser, url: str, login: str, password: str, lands_on: str):
     return page
 
 
-def _as_learner(name: str, *args: str, lock_file: Path) -> subprocess.Popen:
+def _as_learner(name: str, *args: str, lock_file: Path, queue: Path) -> subprocess.Popen:
     """A perflab command as the learner's own user, with the environment their JupyterLab gives its terminals."""
     home = pwd.getpwnam(roster.system_user(name)).pw_dir
     env = {"HOME": home, "PATH": f"{REPO / '.venv/bin'}:/usr/bin:/bin", "PERFLAB_WORKSPACE": f"{home}/work",
            "PERFLAB_RESULTS": f"{home}/work/results", "PERFLAB_LEARNER": name, "PERFLAB_LOCK": str(lock_file),
-           "MPLBACKEND": "Agg"}
+           "PERFLAB_TURNS": str(queue), "MPLBACKEND": "Agg"}
     return subprocess.Popen(["runuser", "-u", roster.system_user(name), "--", "env", "-i",
-                             *(f"{k}={v}" for k, v in env.items()), str(REPO / ".venv/bin/perflab"), *args],
+                             *(f"{k}={v}" for k, v in env.items()), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for_tickets(count: int, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(list(lock.queue_dir().glob("*.ticket"))) < count:
-        assert time.monotonic() < deadline, f"fewer than {count} runs queued within {timeout_s} s"
-        time.sleep(0.1)
+def _until_said(process: subprocess.Popen, text: str) -> str:
+    """What the process wrote to stderr up to the first line that says `text`."""
+    said = ""
+    while text not in said:
+        line = process.stderr.readline()
+        assert line, f"it ended without saying {text!r}: {said}"
+        said += line
+    return said
+
+
+def _as_learner_fails(user: str, command: str) -> str:
+    """Run a shell command as a learner; assert it fails, and return what it said."""
+    done = subprocess.run(["runuser", "-u", user, "--", "sh", "-c", command], capture_output=True, text=True)
+    assert done.returncode != 0, f"a learner could: {command}"
+    return done.stderr
+
+
+def _processes_of(state: Path) -> list[str]:
+    """The command lines of the processes that the workshop at `state` started (its marker is in their environment)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if f"PERFLAB_WORKSHOP_DIR={state}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 @pytest.mark.slow
@@ -301,13 +361,17 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
     learners = [f"alice{suffix}", f"bob{suffix}", f"carol{suffix}"]
     users = [roster.system_user(name) for name in learners]
     state = tmp_path / "state"
-    env = {"PERFLAB_WORKSHOP_DIR": str(state)}
+    queue = shared_lock.parent / "turns.sock"  # in a folder learners can reach, as /run/perflab-workshop
+    env = {"PERFLAB_WORKSHOP_DIR": str(state), "PERFLAB_TURNS": str(queue), "PERFLAB_TURN_LIMIT_S": str(TURN_LIMIT_S)}
     port = _free_port()
     up = run_cli("workshop", "up", *learners, "--port", str(port), env=env, timeout=180)
+    turns_pid = None
     try:
         assert up.returncode == 0, up.stderr
         passwords = {line.split()[0]: line.split()[1] for line in up.stdout.splitlines() if line.startswith("  ")}
         assert set(passwords) == {"instructor", *learners}
+        assert f"Measurements queue at {queue}: one at a time, each at most {TURN_LIMIT_S} s" in up.stdout
+        turns_pid = json.loads((state / "workshop.json").read_text())["turns_pid"]
         url = f"http://127.0.0.1:{port}"
         for user in users:
             assert oct(Path(pwd.getpwnam(user).pw_dir).stat().st_mode & 0o777) == "0o700", "a home others can read"
@@ -331,28 +395,48 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             landed = Path(pwd.getpwnam(users[0]).pw_dir) / "work" / "labs"
             assert landed.is_dir() and landed.stat().st_uid == pwd.getpwnam(users[0]).pw_uid
 
-            # The test holds the lock first, so both learners queue whatever the machine's speed: the first
-            # learner's run is then 1st in line and the second's 2nd, and 1st once the first measures.
-            with lock.measurement_lock("the test's hold"):
-                first = _as_learner(learners[0], "run", "numa-static-data", "--quick", lock_file=shared_lock)
-                _wait_for_tickets(1)
-                second = _as_learner(learners[1], "run", "numa-static-data", "--quick", lock_file=shared_lock)
-                _wait_for_tickets(2)
+            # carol holds the lock file and a turn and never lets go; alice and bob queue behind her turn, alice
+            # first, and measure in turn once the queue takes carol's back at its limit.
+            perflab = str(REPO / ".venv/bin/perflab")
+            hostile = _as_learner(learners[2], str(REPO / ".venv/bin/python"), "-c", HOLD_A_TURN_AND_THE_LOCK,
+                                  lock_file=shared_lock, queue=queue)
+            assert json.loads(hostile.stdout.readline()) == {"turn": TURN_LIMIT_S}
+            granted = time.time()
+            first = _as_learner(learners[0], perflab, "run", "numa-static-data", "--quick", lock_file=shared_lock,
+                                queue=queue)
+            said = [_until_said(first, "waiting to measure")]
+            second = _as_learner(learners[1], perflab, "run", "numa-static-data", "--quick", lock_file=shared_lock,
+                                 queue=queue)
+            said.append(_until_said(second, "waiting to measure"))
             outputs = [process.communicate(timeout=300) for process in (first, second)]
             assert first.returncode == 0 and second.returncode == 0, outputs
-            assert "waiting to measure: 1st in line" in outputs[0][1]
-            waited = outputs[1][1]
-            assert "waiting to measure: 2nd in line" in waited, "the second learner did not see their place"
-            assert waited.index("2nd in line") < waited.index("1st in line"), waited
-            assert f"(now: {learners[0]}'s perflab run numa-static-data --quick)" in waited
+            assert hostile.poll() is None, "carol's hold ended by itself: the test proves nothing"
+            hostile.kill()
+            waited = [before + err for before, (_, err) in zip(said, outputs)]
+            assert "waiting to measure: 1st in line" in waited[0], waited[0]
+            assert f"(now: {learners[2]}'s perflab run loop-alignment --quick)" in waited[0], waited[0]
+            assert "waiting to measure: 2nd in line" in waited[1], "the second learner did not see their place"
+            assert waited[1].index("2nd in line") < waited[1].index("1st in line"), waited[1]
+            assert f"(now: {learners[0]}'s perflab run numa-static-data --quick)" in waited[1]
             saved = [Path(out.split("results: ")[-1].strip()) for out, _ in outputs]
             assert saved[0].stat().st_mtime_ns < saved[1].stat().st_mtime_ns, "the second learner measured first"
+            stalled = saved[0].stat().st_mtime - granted  # carol's turn, then alice's whole run (a few seconds)
+            assert stalled < TURN_LIMIT_S + turns.GRACE_S + 30, f"carol's hold stalled alice {stalled:.0f} s"
+
+            # What learners cannot see or change: the state folder, the hub's log and database, the durations.
+            for target in ("", "hub.log", "jupyterhub.sqlite", "durations.json"):
+                assert "Permission denied" in _as_learner_fails(users[1], f"cat {state / target}")
+            assert "Permission denied" in _as_learner_fails(users[1], f"ls {state}")
+            assert "Permission denied" in _as_learner_fails(users[1], f"echo '{{}}' > {state / 'durations.json'}")
+            assert "perflab run numa-static-data --quick" in (state / "durations.json").read_text()
+            assert stat.S_IMODE(state.stat().st_mode) == 0o700
+            assert not [str(p) for p in state.rglob("*") if p.lstat().st_mode & 0o077], "a state file others may read"
 
             workspace = Path(pwd.getpwnam(users[0]).pw_dir) / "work"
             notebook = workspace / "exercises" / "01-core-to-core" / "harmonic-mean.ipynb"
             shutil.copyfile(REPO / "solutions" / "01-core-to-core" / "harmonic-mean.ipynb", notebook)
             shutil.chown(notebook, users[0], users[0])
-            grade = _as_learner(learners[0], "grade", "c2c-harmonic-mean", lock_file=shared_lock)
+            grade = _as_learner(learners[0], perflab, "grade", "c2c-harmonic-mean", lock_file=shared_lock, queue=queue)
             graded = grade.communicate(timeout=300)
             assert grade.returncode == 0, graded
             with (workspace / "progress.txt").open("a") as progress_file:  # as a learner could
@@ -362,6 +446,9 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             assert regraded.returncode == 0, regraded.stderr
             assert f"{learners[0]} c2c-harmonic-mean: passed (progress file: passed)" in regraded.stdout
             assert f"{learners[0]} llc-predict: failed (progress file: passed)" in regraded.stdout, regraded.stdout
+            assert f"{learners[0]} llc-predict: failed (as handed out)" in regraded.stderr, regraded.stderr
+            again = run_cli("workshop", "regrade", learners[0], env=env, timeout=600)
+            assert f"{learners[0]} c2c-harmonic-mean: passed (unchanged since " in again.stderr, again.stderr
             assert (workspace / "progress.txt").read_text() == claimed, "the re-grade wrote to the learner's progress"
 
             denied = _log_in(browser, url, learners[2], passwords[learners[2]], "**/perflab/**")
@@ -379,6 +466,7 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
 
         status = json.loads(run_cli("workshop", "status", "--json", env=env).stdout)
         assert {row["learner"]: row["server"] for row in status["learners"]} == dict.fromkeys(learners, "running")
+        os.kill(status["hub_pid"], signal.SIGKILL)  # down must leave nothing even after the hub died unclean
     finally:
         down = run_cli("workshop", "down", env=env, timeout=180)
     assert down.returncode == 0, down.stderr
@@ -391,3 +479,5 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0, "the hub's port still answers"
     assert not state.exists()
+    assert turns_pid and not Path(f"/proc/{turns_pid}").exists() and not queue.exists(), "the queue outlived down"
+    assert not _processes_of(state), _processes_of(state)

@@ -15,6 +15,11 @@ Schema (format_version 1):
     vm          VM profiles (vm/NAME.toml) that can show it
     recorded    the recorded data it replays, or ""
     exercises   names from exercises/manifest.toml, in the order learners meet them
+    expected_s  {quick, full}: how long a run takes, in seconds (quick: the median of the README's
+                verdict-stability table; full: a full run measured, left out where none was); the
+                measurement queue's estimate until a run of the lab has been measured on this machine
+    budget_s    {quick, full}: the longest a run may hold a workshop's measurement queue, in seconds;
+                the queue ends a learner's run that takes longer (perflab.workshop.turns)
 
 The package of a lab is perflab/labs/<name with _ for ->/; perflab/labs/__init__.py
 says what it must hold.
@@ -23,6 +28,7 @@ says what it must hold.
 from __future__ import annotations
 
 import importlib
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -35,7 +41,18 @@ FORMAT_VERSION = 1
 MANIFEST = LABS_DIR / "manifest.toml"
 STATUSES = ("ready", "planned")
 KEYS = {"number": int, "name": str, "title": str, "phenomenon": str, "status": str, "here": str, "vm": list,
-        "recorded": str, "exercises": list}
+        "recorded": str, "exercises": list, "expected_s": dict, "budget_s": dict}
+
+
+@dataclass(frozen=True)
+class Seconds:
+    """A time for the quick run and one for the full run; None where it is not known."""
+
+    quick: float
+    full: float | None
+
+    def of(self, quick: bool) -> float | None:
+        return self.quick if quick else self.full
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,8 @@ class LabInfo:
     vm: tuple[str, ...]
     recorded: str
     exercises: tuple[str, ...]
+    expected_s: Seconds
+    budget_s: Seconds
 
     @property
     def ready(self) -> bool:
@@ -92,7 +111,19 @@ def _entry(table: dict, path: Path) -> LabInfo:
             raise PerflabError(f"{where}: {key} must be a {kind.__name__}")
     if table["status"] not in STATUSES:
         raise PerflabError(f"{where}: status must be one of {', '.join(STATUSES)}")
-    return LabInfo(**{**table, "vm": tuple(table["vm"]), "exercises": tuple(table["exercises"])})
+    return LabInfo(**{**table, "vm": tuple(table["vm"]), "exercises": tuple(table["exercises"]),
+                      "expected_s": _seconds(table["expected_s"], f"{where}: expected_s", full_required=False),
+                      "budget_s": _seconds(table["budget_s"], f"{where}: budget_s", full_required=True)})
+
+
+def _seconds(given: dict, where: str, full_required: bool) -> Seconds:
+    if "quick" not in given or not set(given) <= {"quick", "full"} or (full_required and "full" not in given):
+        raise PerflabError(f"{where} must be {{quick = SECONDS, full = SECONDS}}"
+                           + ("" if full_required else ", full only where a full run was measured"))
+    for value in given.values():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise PerflabError(f"{where}: give a positive number of seconds, not {value!r}")
+    return Seconds(given["quick"], given.get("full"))
 
 
 @cache
@@ -120,6 +151,20 @@ def find(name: str) -> LabInfo:
         if lab.name == name:
             return lab
     raise PerflabError(f"unknown lab {name!r}; choose one of: {', '.join(available())} (or `all`)")
+
+
+def run_named(what: str) -> tuple[LabInfo, bool] | None:
+    """(the lab, quick?) when a measurement's description is a lab run, `perflab run NAME [--quick]`, else None."""
+    for lab in labs():
+        if what in (f"perflab run {lab.name}", f"perflab run {lab.name} --quick"):
+            return lab, what.endswith("--quick")
+    return None
+
+
+def lab_named(what: str) -> LabInfo | None:
+    """The lab a measurement's description names, by its name or one of its exercises', else None."""
+    words = set(re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)*", what))
+    return next((lab for lab in labs() if lab.name in words or words & set(lab.exercises)), None)
 
 
 def lab_of_exercise(exercise: str) -> LabInfo:

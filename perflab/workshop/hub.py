@@ -14,22 +14,21 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import PerflabError
 from ..journal import WORKSHOP, Journal, SystemChanges
 from ..knobs import LearnerAccount
-from ..paths import REPO_ROOT
-from . import roster
+from ..turns import DEFAULT_SOCKET
+from . import checks, roster, turns
 
 CONFIG = Path(__file__).with_name("jupyterhub_config.py")
-PROXY = REPO_ROOT / ".tools" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
 START_TIMEOUT_S = 90
 
 
@@ -38,10 +37,25 @@ def accounts_journal() -> Journal:
     return Journal(path=str(roster.state_dir() / "accounts.journal"))
 
 
+@contextmanager
+def _private_files():
+    """What the workshop writes (the journal, the hub's log and database, the pid files) is root's alone."""
+    before = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
 def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: str | None = None,
        ssl_key: str | None = None, reserve: int = 0) -> list[str]:
     """Start the workshop; return the lines to print (the URL, every login and password)."""
     require_root("starting a workshop creates system users")
+    with _private_files():
+        return _up(learners, ip, port, ssl_cert, ssl_key, reserve)
+
+
+def _up(learners: list[str], ip: str, port: int, ssl_cert: str | None, ssl_key: str | None, reserve: int) -> list[str]:
     existing = roster.load()
     if existing is not None:
         state = "running" if _alive(existing.hub_pid) else "left behind by a hub that is gone"
@@ -51,32 +65,41 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
     if reserve < 0:
         raise PerflabError(f"--reserve-cpus {reserve}: give a number of CPUs per learner, or 0 to share them all")
     reserved = roster.reserve_cpus(learners, reserve, _online(), {}) if reserve else {}
+    turn_limit_s = checks.turn_limit()
     if bool(ssl_cert) != bool(ssl_key):
         raise PerflabError("give both --ssl-cert and --ssl-key, or neither (then it serves plain HTTP)")
     for name, given in (("certificate", ssl_cert), ("key", ssl_key)):
         if given and not os.access(given, os.R_OK):
             raise PerflabError(f"cannot read the TLS {name} {given}: give a readable PEM file")
-    _require_free(ip, port)
-    _require_tools()
-    _require_learners_can_run_the_course()
+    checks.require_free(ip, port)
+    checks.require_tools()
+    checks.require_learners_can_run_the_course()
+    queue = os.environ.get("PERFLAB_TURNS") or str(DEFAULT_SOCKET)
+    turns.require_none_at(Path(queue))
 
     workshop = roster.Workshop(
-        ip=ip, port=port, hub_port=_free_port(), proxy_api_port=_free_port(), dashboard_port=_free_port(),
+        ip=ip, port=port, hub_port=checks.free_port(), proxy_api_port=checks.free_port(),
+        dashboard_port=checks.free_port(),
         proxy_token=secrets.token_hex(32), cli_token=secrets.token_hex(32), instructor_hash="",
         ssl_cert=os.path.abspath(ssl_cert) if ssl_cert else None,
-        ssl_key=os.path.abspath(ssl_key) if ssl_key else None, lock=os.environ.get("PERFLAB_LOCK"),
-        reserve=reserve, cpus=reserved)
+        ssl_key=os.path.abspath(ssl_key) if ssl_key else None, reserve=reserve, cpus=reserved,
+        turns=queue, turn_limit_s=turn_limit_s)
     instructor_password = roster.new_password()
     workshop.instructor_hash = roster.hash_password(instructor_password)
     try:
+        roster.state_folder()
         passwords = _add(workshop, learners)
+        workshop.turns_pid, workshop.turns_started = turns.start(workshop)
+        roster.save(workshop)
         workshop.hub_pid = _start_hub()
         roster.save(workshop)
         _wait_until_serving(workshop)
     except BaseException:
         _undo()
         raise
+    limit = f"{turn_limit_s:g} s (PERFLAB_TURN_LIMIT_S)" if turn_limit_s else "its lab's budget (labs/manifest.toml)"
     return [f"perflab workshop: up at {workshop.url}/ (hub log: {roster.state_dir() / 'hub.log'})",
+            f"Measurements queue at {workshop.turns}: one at a time, each at most {limit}.",
             f"  instructor  {instructor_password}   (lands on the class dashboard, {workshop.url}/services/dashboard/)",
             *_credential_lines(passwords, workshop.cpus),
             "Each password is shown only now; `perflab workshop down` ends the workshop and removes the learners' users."]
@@ -84,6 +107,11 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
 
 def add_learners(learners: list[str]) -> list[str]:
     require_root("adding learners creates system users")
+    with _private_files():
+        return _add_learners(learners)
+
+
+def _add_learners(learners: list[str]) -> list[str]:
     workshop = roster.require()
     roster.check_new_names(learners, workshop)
     if workshop.reserve:
@@ -160,7 +188,7 @@ def down() -> list[str]:
     done = _undo()
     if workshop is not None:
         still = [port for port in (workshop.port, workshop.hub_port, workshop.proxy_api_port, workshop.dashboard_port)
-                 if _listening(workshop.ip if port == workshop.port else "127.0.0.1", port)]
+                 if checks.listening(workshop.ip if port == workshop.port else "127.0.0.1", port)]
         if still:
             done.append(f"warning: ports {still} still listen: another program holds them (`ss -ltnp` names it)")
     return done
@@ -173,10 +201,13 @@ def _undo() -> list[str]:
     if workshop is not None and _alive(workshop.hub_pid):
         _stop(workshop.hub_pid)
         done.append(f"stopped JupyterHub (pid {workshop.hub_pid}), its proxy and the learners' servers")
-    proxy_pid = _read_pid(roster.state_dir() / "proxy.pid")
-    if proxy_pid and _alive(proxy_pid):
-        _stop(proxy_pid)
-        done.append(f"stopped the proxy (pid {proxy_pid}) that the hub had left")
+    if workshop is not None:
+        done += turns.stop(workshop.turns_pid, workshop.turns_started, Path(workshop.turns))
+    left = checks.started_by(roster.state_dir())  # what a hub that was killed left: its proxy, the dashboard
+    for pid in left:
+        _stop(pid, grace_s=5)
+    if left:
+        done.append(f"stopped {len(left)} processes the hub had left (pids {', '.join(map(str, left))})")
     journal = accounts_journal()
     if journal.path.exists():
         removed = journal.restore(lambda entry: entry.owner == WORKSHOP)
@@ -188,10 +219,10 @@ def _undo() -> list[str]:
 
 
 def _start_hub() -> int:
-    folder = roster.state_dir()
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = roster.state_folder()
     log = open(folder / "hub.log", "ab")
-    env = {**os.environ, "PERFLAB_WORKSHOP_DIR": str(folder), "PATH": f"{roster.VENV_BIN}:{os.environ.get('PATH', '')}"}
+    env = {**os.environ, "PERFLAB_WORKSHOP_DIR": str(folder), roster.MARK: str(folder),  # the proxy inherits it
+           "PATH": f"{roster.VENV_BIN}:{os.environ.get('PATH', '')}"}
     process = subprocess.Popen([str(roster.VENV_BIN / "jupyterhub"), "-f", str(CONFIG)], cwd=folder, env=env,
                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)  # Ctrl-C in the instructor's terminal must not stop the class
@@ -268,56 +299,6 @@ def _alive(pid: int | None) -> bool:
         return False
 
 
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
 def require_root(why: str) -> None:
     if os.geteuid() != 0:
         raise PerflabError(f"{why}: run it as root (sudo .venv/bin/perflab workshop ...)")
-
-
-def _require_free(ip: str, port: int) -> None:
-    if not 0 < port < 65536:
-        raise PerflabError(f"--port {port}: give a TCP port between 1 and 65535")
-    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the proxy binds: TIME_WAIT is no obstacle
-        try:
-            probe.bind((ip, port))
-        except OSError as err:
-            raise PerflabError(f"cannot listen on {ip}:{port} ({err.strerror}): choose another --port, or stop what "
-                               "uses it (`ss -ltnp` names it)") from None
-
-
-def _listening(ip: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex(("127.0.0.1" if ip in ("0.0.0.0", "") else ip, port)) == 0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _require_tools() -> None:
-    for tool, fix in ((roster.VENV_BIN / "jupyterhub", "make python"), (PROXY, "make proxy")):
-        if not tool.exists():
-            raise PerflabError(f"{tool.name} is missing: run `{fix}` (or `make lab`, which does all set-up)")
-
-
-def _require_learners_can_run_the_course() -> None:
-    """Learners run the course as their own users: every folder above the checkout must let them in."""
-    done = subprocess.run(["runuser", "-u", "nobody", "--", str(roster.VENV_BIN / "python"), "-c", "import perflab"],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        blocked = next((str(p) for p in [REPO_ROOT, *REPO_ROOT.parents] if not os.stat(p).st_mode & 0o001), None)
-        where = f"{blocked} is closed to other users" if blocked else (done.stderr.strip().splitlines() or ["?"])[-1]
-        raise PerflabError(f"learners could not run the course from {REPO_ROOT} ({where}): put the checkout "
-                           "where every user can read it (e.g. /opt/perflab) and run `make lab` there")

@@ -10,7 +10,7 @@ import os
 import pwd
 
 from perflab.workshop import roster
-from perflab.workshop.hub import PROXY
+from perflab.workshop.checks import PROXY
 
 c = get_config()  # noqa: F821 (JupyterHub defines it when it loads this file)
 workshop = roster.require()
@@ -70,7 +70,7 @@ c.Spawner.http_timeout = 120  # the first start copies the notebooks and imports
 c.JupyterHub.services = [
     {"name": "dashboard", "url": f"http://127.0.0.1:{workshop.dashboard_port}", "oauth_no_confirm": True,
      "command": [str(roster.VENV_BIN / "python"), "-m", "perflab.workshop.dashboard"],
-     "environment": {"PERFLAB_WORKSHOP_DIR": str(state)}},
+     "environment": {"PERFLAB_WORKSHOP_DIR": str(state), roster.MARK: str(state)}},
     {"name": "perflab-cli", "api_token": workshop.cli_token},
 ]
 c.JupyterHub.load_roles = [

@@ -7,26 +7,39 @@ root), in an isolated Python (-I: no user site-packages, no PYTHON* variables of
 with the environment their server has, and without touching their progress. The outcomes go
 to regrades.json in the workshop's state folder, which only root can read or write; the
 dashboard shows them beside what the progress file says.
+
+A class's re-grade must not take an hour: a notebook still as handed out fails without being run
+(the author check proves every untouched exercise fails), one unchanged since its last re-grade,
+by its hash and its grader's, keeps that outcome if it passed or failed (an inconclusive one is
+graded again), and the rest are graded GRADINGS_AT_ONCE at a time (their measurements queue as
+every measurement does). A line on stderr says each outcome.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 import pwd
+import stat
 import subprocess
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
 from ..errors import PerflabError
-from ..grading import PASSED, progress
-from ..grading.manifest import load_manifest
+from ..grading import FAILED, PASSED, progress
+from ..grading.manifest import Exercise, load_manifest
+from ..paths import REPO_ROOT
 from ..results import write_atomic
 from . import roster
 from .hub import require_root
 
 GRADE_TIMEOUT_S = 1800  # a grader that boots VMs takes minutes; a stuck one must not stop the class's re-grade
 ERROR = "error"  # the grader itself did not finish: no status to believe
+GRADINGS_AT_ONCE = max(2, (os.cpu_count() or 2) // 2)  # a grading is mostly a kernel starting and importing
+AS_HANDED_OUT = "not started: the notebook is the exercise as handed out"
 
 
 def regrades_path() -> Path:
@@ -51,7 +64,7 @@ def grade_as_learner(learner: str, exercise: str, workshop: roster.Workshop) -> 
            **roster.learner_environment(workshop, learner, account.pw_dir)}
     argv = ["runuser", "-u", account.pw_name, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
             str(roster.VENV_BIN / "python"), "-I", "-m", "perflab", "grade", exercise, "--json", "--no-record"]
-    at = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ}"
+    at = _now()
     try:
         done = subprocess.run(argv, capture_output=True, text=True, cwd=account.pw_dir, timeout=GRADE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -67,28 +80,86 @@ def grade_as_learner(learner: str, exercise: str, workshop: roster.Workshop) -> 
 
 
 def regrade(learners: list[str], every: bool = False, say: Callable[[str], None] = print) -> list[str]:
-    """Re-grade the learners' passed exercises (all of them with `every`); one line per exercise re-graded."""
+    """Re-grade the learners' passed exercises (all of them with `every`); one line per exercise re-graded, and a
+    line to `say` as each outcome is known."""
     require_root("re-grading runs each learner's notebook as their own user")
     workshop = roster.require()
     unknown = [name for name in learners if name not in workshop.learners]
     if unknown:
         raise PerflabError(f"{unknown[0]} is not in this workshop: `perflab workshop status` lists its learners")
-    exercises = [e.name for e in load_manifest().exercises]
     saved = load_regrades()
-    lines = []
+    wanted, claims, exercises = [], {}, load_manifest().exercises
     for learner in learners or list(workshop.learners):
         try:
-            claimed = progress.current(roster.workspace_of(learner) / "progress.txt")
+            claims[learner] = progress.current(roster.workspace_of(learner) / "progress.txt")
         except PerflabError:  # unreadable: nothing claimed
-            claimed = {}
-        for exercise in exercises:
-            if not every and claimed.get(exercise) != PASSED:
-                continue
-            say(f"re-grading {learner}'s {exercise}...")
-            outcome = grade_as_learner(learner, exercise, workshop)
-            saved.setdefault(learner, {})[exercise] = outcome
-            write_atomic(regrades_path(), json.dumps(saved, indent=2))  # kept as it goes: an interrupted run loses one
-            said = claimed.get(exercise, "not graded")
-            lines.append(f"{learner} {exercise}: {outcome['status']} (progress file: {said})"
-                         + (f": {outcome['detail']}" if outcome["detail"] and outcome["status"] != PASSED else ""))
+            claims[learner] = {}
+        wanted += [(learner, e) for e in exercises if every or claims[learner].get(e.name) == PASSED]
+    outcomes = {}
+    for (learner, exercise), outcome in _outcomes(wanted, workshop, saved, say):
+        outcomes[learner, exercise.name] = outcome
+        saved.setdefault(learner, {})[exercise.name] = outcome
+        write_atomic(regrades_path(), json.dumps(saved, indent=2))  # kept as it goes: an interrupted run loses little
+    lines = []
+    for learner, exercise in wanted:
+        outcome, said = outcomes[learner, exercise.name], claims[learner].get(exercise.name, "not graded")
+        lines.append(f"{learner} {exercise.name}: {outcome['status']} (progress file: {said})"
+                     + (f": {outcome['detail']}" if outcome["detail"] and outcome["status"] != PASSED else ""))
     return lines
+
+
+def _outcomes(wanted: list[tuple[str, Exercise]], workshop: roster.Workshop, saved: dict, say: Callable[[str], None]):
+    """((learner, exercise), outcome) for each, known ones first, then each grading as it ends."""
+    known, to_grade = [], []
+    for learner, exercise in wanted:
+        notebook = _fingerprint(roster.workspace_of(learner) / "exercises" / exercise.notebook, exercise)
+        before = saved.get(learner, {}).get(exercise.name, {})
+        if notebook and notebook == _fingerprint(exercise.exercise_path, exercise):
+            known.append(((learner, exercise), {"status": FAILED, "at": _now(), "detail": AS_HANDED_OUT,
+                                                "notebook": notebook}))
+        elif notebook and before.get("notebook") == notebook and before.get("status") in (PASSED, FAILED):
+            known.append(((learner, exercise), before))
+        else:
+            to_grade.append(((learner, exercise), notebook))
+    say(f"re-grading {len(wanted)} exercises: {len(known)} as handed out or unchanged since their last re-grade, "
+        f"{len(to_grade)} to grade, {GRADINGS_AT_ONCE} at a time")
+    count = 0
+    for key, outcome in known:
+        count += 1
+        say(f"[{count}/{len(wanted)}] {key[0]} {key[1].name}: {outcome['status']} "
+            f"({'as handed out' if outcome['detail'] == AS_HANDED_OUT else 'unchanged since ' + outcome['at']})")
+        yield key, outcome
+    with ThreadPoolExecutor(max_workers=GRADINGS_AT_ONCE) as pool:
+        running = {pool.submit(grade_as_learner, learner, exercise.name, workshop): ((learner, exercise), notebook)
+                   for (learner, exercise), notebook in to_grade}
+        for future in as_completed(running):
+            key, notebook = running[future]
+            outcome = {**future.result(), "notebook": notebook}
+            count += 1
+            say(f"[{count}/{len(wanted)}] {key[0]} {key[1].name}: {outcome['status']}")
+            yield key, outcome
+
+
+def _fingerprint(notebook: Path, exercise: Exercise) -> str | None:
+    """The notebook's SHA-256 and its grader's (the lab's exercises.py), or None when it is not a plain file.
+
+    Read as root from the learner's folder, so neither a link nor a FIFO is followed."""
+    try:
+        fd = os.open(notebook, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+    finally:
+        os.close(fd)
+    grader = REPO_ROOT.joinpath(*exercise.lab.package.split(".")) / "exercises.py"
+    digest.update(grader.read_bytes())
+    return digest.hexdigest()
+
+
+def _now() -> str:
+    return f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ}"

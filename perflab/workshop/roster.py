@@ -1,5 +1,10 @@
 """Who is in the workshop and where it runs: one JSON file in the workshop's state folder, readable by root only.
 
+The state folder (/var/lib/perflab-workshop) is root's alone, mode 0700, and so is everything in
+it: the roster, the hub's log and database, the accounts journal, the pid files, the re-grades
+and the measurement queue's durations. Learners' requests, the class list and the tokens are
+there.
+
 Passwords are printed once, when a learner is added, and kept only as scrypt hashes. A learner
 "alice" logs in as alice; her hub user and her system user are both perflab-alice, so a
 workshop never touches an existing account.
@@ -18,18 +23,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..lock import lock_path
 from ..paths import REPO_ROOT
 from ..results import write_atomic
+from ..turns import DEFAULT_SOCKET
 
 INSTRUCTOR = "instructor"
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 PREFIX = "perflab-"
+MARK = "PERFLAB_WORKSHOP_OF"  # in the environment of every process a workshop starts, naming its state folder
 NAME = re.compile(r"[a-z][a-z0-9-]{0,23}")
 
 
 def state_dir() -> Path:
     return Path(os.environ.get("PERFLAB_WORKSHOP_DIR", "/var/lib/perflab-workshop"))
+
+
+def state_folder() -> Path:
+    """The state folder, made root's alone (0700) before anything is written in it, whoever made it first."""
+    folder = state_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
 
 
 def system_user(learner: str) -> str:
@@ -53,7 +67,10 @@ class Workshop:
     learners: dict[str, str] = field(default_factory=dict)  # name -> password hash
     ssl_cert: str | None = None
     ssl_key: str | None = None
-    lock: str | None = None  # PERFLAB_LOCK for every learner, when the instructor set one
+    turns: str = str(DEFAULT_SOCKET)  # the measurement queue's socket (perflab.workshop.turns)
+    turn_limit_s: float | None = None  # every learner's turn at most this long; None: each lab's budget
+    turns_pid: int | None = None
+    turns_started: int | None = None  # the queue's process start time: a reused pid is not the queue
     hub_pid: int | None = None
     reserve: int = 0  # CPUs reserved for each learner; 0: every learner measures on all CPUs, in one queue
     cpus: dict[str, str] = field(default_factory=dict)  # learner -> their reserved CPUs, as a cpulist
@@ -75,7 +92,8 @@ def workspace_of(learner: str) -> Path | None:
 
 def learner_environment(workshop: Workshop, learner: str, home: str) -> dict[str, str]:
     """What every process of a learner's sees, their server's and a re-grade's alike: their workspace (~/work) with
-    its results, the course's tools first on PATH, their lock, and the CPUs reserved for them, if any."""
+    its results, the course's tools first on PATH, the class's measurement queue, and the CPUs reserved for them,
+    if any."""
     work = os.path.join(home, "work")
     env = {
         "PERFLAB_WORKSPACE": work,
@@ -83,12 +101,13 @@ def learner_environment(workshop: Workshop, learner: str, home: str) -> dict[str
         "PERFLAB_BUILD_DIR": os.path.join(home, ".cache", "perflab", "build"),  # not the checkout: root's, shared
         "PERFLAB_LEARNER": learner,
         "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-        **({"PERFLAB_LOCK": workshop.lock} if workshop.lock else {}),
+        "PERFLAB_TURNS": workshop.turns,
     }
     reserved = workshop.cpus.get(learner)
-    if reserved:  # their own CPUs, so a lock of their own: nobody else measures there
+    if reserved:  # their own CPUs, so no queue: a lock of their own, in their home where no one else can hold it
         env["PERFLAB_CPUS"] = reserved
-        env["PERFLAB_LOCK"] = str(lock_path().with_name(f"perflab-measure-{system_user(learner)}.lock"))
+        env["PERFLAB_TURNS"] = ""
+        env["PERFLAB_LOCK"] = os.path.join(home, ".cache", "perflab", "measure.lock")
     return env
 
 
@@ -113,8 +132,7 @@ def require() -> Workshop:
 
 
 def save(workshop: Workshop) -> None:
-    folder = state_dir()
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state_folder()
     write_atomic(path(), json.dumps(asdict(workshop), indent=2))  # mkstemp makes it 0600
 
 

@@ -1,0 +1,285 @@
+"""The class's measurement queue: a root-owned service that grants one turn to measure at a time.
+
+`perflab workshop up` starts it (start, below) and `down` stops it (stop). Every measurement of
+a learner's asks it for a turn over a unix socket (perflab.turns is the asking side and writes
+down the protocol) instead of taking the lock file, which any learner could hold forever. It
+knows who asks from the socket's peer credentials, not from what the asker says. It grants:
+
+- one turn at a time, in the order asked, except that a learner's second request waits behind
+  every other learner's first, so that asking many times at once gains nothing;
+- each turn for at most its lab's budget (labs/manifest.toml, quick or full; a measurement that
+  names no lab, UNNAMED_LIMIT_S), or for PERFLAB_TURN_LIMIT_S when the instructor set it at `up`;
+  root's turns have no limit. At the limit the asker ends its own measurement and says why, and
+  the queue takes the turn back GRACE_S later, whatever the asker does.
+
+Each waiter sees their place and an estimate: how long the turns ahead took here (the durations
+file, in the workshop's root-only state folder, which only this service writes), or what the
+manifest expects of a lab run not yet measured here, or at least the sum of their limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PerflabError
+from ..journal import process_start
+from ..labs.manifest import lab_named, run_named
+from ..lock import REPEAT_PLACE_S, describe_place, manifest_seconds
+from ..results import write_atomic
+from ..turns import DEFAULT_SOCKET
+from . import roster
+
+GRACE_S = 5  # after the limit, for the asker to end its own measurement and say why
+UNNAMED_LIMIT_S = 300  # a grader's race or a helper that names no lab: their plans stop within 60 s
+ASK_WITHIN_S = 10  # a connection that does not say what it measures by then is closed
+START_WITHIN_S = 15
+
+
+@dataclass(eq=False)
+class Request:
+    user: str  # as the class sees it: a learner's name, or "the instructor"
+    uid: int
+    what: str
+    rank: int  # how many requests of the same user were in line when it came: a second one waits behind every first
+    since: float
+    limit: float | None
+
+    def describe(self) -> str:
+        return f"{self.user}'s {self.what}"
+
+
+class Queue:
+    def __init__(self, durations: Path, limit_s: float | None):
+        self.durations_path = durations
+        self.durations = _load(durations)
+        self.limit_s = limit_s
+        self.waiting: list[Request] = []
+        self.holder: Request | None = None
+        self.granted_at = 0.0
+        self.changed = asyncio.Event()
+
+    def order(self) -> list[Request]:
+        return sorted(self.waiting, key=lambda request: (request.rank, request.since))
+
+    def limit_of(self, what: str, uid: int) -> float | None:
+        if uid == 0:
+            return None
+        if self.limit_s:
+            return self.limit_s
+        run = run_named(what)
+        if run:
+            return run[0].budget_s.of(quick=run[1])
+        lab = lab_named(what)
+        return lab.budget_s.quick if lab else UNNAMED_LIMIT_S
+
+    def expected(self, what: str) -> float | None:
+        return self.durations.get(what) or manifest_seconds(what)
+
+    def place(self, request: Request) -> str:
+        """"2nd in line, about 40 s (now: alice's perflab run ...)", from the turn running and those ahead."""
+        order = self.order()
+        ahead = order[:order.index(request)]
+        estimates, limits = [self.expected(r.what) for r in ahead], [r.limit for r in ahead]
+        if self.holder is not None:
+            ran = time.monotonic() - self.granted_at
+            expected = self.expected(self.holder.what)
+            estimates.append(None if expected is None else max(expected - ran, 1.0))
+            limits.append(None if self.holder.limit is None else max(self.holder.limit + GRACE_S - ran, 0.0))
+        if None not in estimates:
+            estimate = f"about {sum(estimates):.0f} s"
+        else:
+            estimate = "no estimate yet" + (f", at most {sum(limits):.0f} s" if None not in limits else "")
+        return describe_place(len(ahead) + 1, estimate, self.holder.describe() if self.holder else "a turn ending")
+
+    def _changed(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve(reader, writer)
+        except (OSError, ValueError, KeyError, TypeError, asyncio.TimeoutError, asyncio.LimitOverrunError):
+            pass  # an asker that left or spoke nonsense: nothing of it stays in line
+        finally:
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        uid = _peer_uid(writer)
+        ask = json.loads(await asyncio.wait_for(reader.readline(), ASK_WITHIN_S))
+        what = " ".join(str(ask["what"]).split())[:200]  # one line in the log, whatever the asker sent
+        rank = sum(r.uid == uid for r in [*self.waiting, *([self.holder] if self.holder else [])])
+        request = Request(_shown_name(uid), uid, what, rank, time.monotonic(), self.limit_of(what, uid))
+        if not ask.get("wait", True) and (self.holder or self.waiting):
+            await _send(writer, {"busy": (self.holder or self.order()[0]).describe()})
+            return
+        hearing = asyncio.ensure_future(reader.readline())  # the asker's "done", or its leaving
+        self.waiting.append(request)
+        try:
+            if await self._wait_for_turn(request, writer, hearing):
+                await self._hold(request, writer, hearing)
+        finally:
+            hearing.cancel()
+            if request in self.waiting:
+                self.waiting.remove(request)
+            if self.holder is request:
+                self.holder = None
+            self._changed()
+
+    async def _wait_for_turn(self, request: Request, writer: asyncio.StreamWriter, hearing: asyncio.Future) -> bool:
+        said, said_at = "", 0.0
+        while self.holder is not None or self.order()[0] is not request:
+            line = self.place(request)
+            if line.split(",")[0] != said.split(",")[0] or time.monotonic() - said_at > REPEAT_PLACE_S:
+                await _send(writer, {"waiting": line})
+                said, said_at = line, time.monotonic()
+            changed = asyncio.ensure_future(self.changed.wait())
+            await asyncio.wait({hearing, changed}, timeout=REPEAT_PLACE_S, return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            if hearing.done():
+                return False  # the asker left the line
+        self.waiting.remove(request)
+        self.holder, self.granted_at = request, time.monotonic()
+        self._changed()
+        await _send(writer, {"turn": request.limit})
+        print(f"turn: {request.describe()}, limit {request.limit or 'none'}", flush=True)
+        return True
+
+    # ANCHOR: hold
+    async def _hold(self, request: Request, writer: asyncio.StreamWriter, hearing: asyncio.Future) -> None:
+        deadline = None if request.limit is None else request.limit + GRACE_S
+        await asyncio.wait({hearing}, timeout=deadline)
+        took = time.monotonic() - self.granted_at
+        if not hearing.done():
+            self.holder = None  # taken back: the next in line measures now
+            self._changed()
+            print(f"over: {request.describe()} still measured {took:.0f} s into its turn", flush=True)
+            await hearing
+            await _send(writer, {"over": request.limit})
+        elif hearing.result().strip() and json.loads(hearing.result()).get("done"):
+            self.durations[request.what] = round(took, 1)  # a whole run: the next estimate of its kind
+            write_atomic(self.durations_path, json.dumps(self.durations, indent=1))  # mkstemp: 0600
+            await _send(writer, {"done": True})
+    # ANCHOR_END: hold
+
+    async def serve_at(self, path: Path) -> None:
+        made = not path.parent.exists()
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        server = await asyncio.start_unix_server(self.serve, path=str(path))
+        os.chmod(path, 0o666)  # every user may ask; only root may replace it, in a folder of root's
+        stop = asyncio.Event()
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            asyncio.get_running_loop().add_signal_handler(number, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            server.close()
+            remove_socket(path, made)
+
+
+async def _send(writer: asyncio.StreamWriter, message: dict) -> None:
+    writer.write(json.dumps(message).encode() + b"\n")
+    await writer.drain()
+
+
+def _peer_uid(writer: asyncio.StreamWriter) -> int:
+    credentials = writer.get_extra_info("socket").getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                             struct.calcsize("3i"))
+    return struct.unpack("3i", credentials)[1]
+
+
+def _shown_name(uid: int) -> str:
+    if uid == 0:
+        return "the instructor"
+    try:
+        return roster.learner_of(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return f"user {uid}"
+
+
+def _load(path: Path) -> dict[str, float]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {what: seconds for what, seconds in found.items() if isinstance(seconds, (int, float))}
+
+
+def remove_socket(path: Path, with_folder: bool) -> None:
+    path.unlink(missing_ok=True)
+    if with_folder:
+        try:
+            path.parent.rmdir()
+        except OSError:
+            pass  # not empty: not only ours
+
+
+def require_none_at(path: Path) -> None:
+    if _answers(path):
+        raise PerflabError(f"a measurement queue already answers at {path}: another workshop is up on this machine; "
+                           "end it first, or set PERFLAB_TURNS to another socket path")
+
+
+def start(workshop: roster.Workshop) -> tuple[int, int]:
+    """Start the service as root, detached from the instructor's terminal; (pid, its start time) once it answers."""
+    path = Path(workshop.turns)
+    folder = roster.state_folder()
+    log = os.open(folder / "turns.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    env = {**os.environ, "PERFLAB_WORKSHOP_DIR": str(folder), roster.MARK: str(folder), "PERFLAB_TURNS": str(path),
+           "PERFLAB_TURN_LIMIT_S": str(workshop.turn_limit_s or "")}
+    process = subprocess.Popen([str(roster.VENV_BIN / "python"), "-m", "perflab.workshop.turns"], cwd=folder, env=env,
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               umask=0o077)
+    os.close(log)
+    deadline = time.monotonic() + START_WITHIN_S
+    while not _answers(path):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            said = (folder / "turns.log").read_text(errors="replace").strip().splitlines() or ["no output"]
+            raise PerflabError(f"the measurement queue did not start: {said[-1][-300:]}")
+        time.sleep(0.1)
+    return process.pid, process_start(process.pid) or 0
+
+
+def stop(pid: int | None, started: int | None, path: Path) -> list[str]:
+    """SIGTERM the service (SIGKILL if it lingers), checking it is still the process that was started; the socket
+    goes too, and its folder when it is the default one (after a kill -9 nothing else removes them)."""
+    done = []
+    if pid and started and process_start(pid) == started:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while process_start(pid) == started and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if process_start(pid) == started:
+            os.kill(pid, signal.SIGKILL)
+        done.append(f"stopped the measurement queue (pid {pid})")
+    remove_socket(path, with_folder=path.parent == DEFAULT_SOCKET.parent)
+    return done
+
+
+def _answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        return probe.connect_ex(str(path)) == 0
+
+
+def main() -> None:
+    limit = os.environ.get("PERFLAB_TURN_LIMIT_S")
+    queue = Queue(roster.state_dir() / "durations.json", float(limit) if limit else None)
+    print(f"perflab workshop's measurement queue, pid {os.getpid()}, at {os.environ['PERFLAB_TURNS']}", flush=True)
+    asyncio.run(queue.serve_at(Path(os.environ["PERFLAB_TURNS"])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
