@@ -231,6 +231,8 @@ CASES = [
     ("vm down with a second word", nothing, ["vm", "down", "default", "extra"], "vm down: unrecognized arguments"),
     ("workshop down with an option of up", nothing, ["workshop", "down", "--reserve-cpus", "2"],
      "workshop down: unrecognized arguments: --reserve-cpus"),
+    ("workshop up with a turn limit that is no time", nothing, ["workshop", "up", "ann", "--turn-limit", "ten"],
+     "--turn-limit takes seconds, not 'ten'"),
     # -- c2c: where the heatmap goes, and matrices too empty to advise from
     ("heatmap into /proc (root may write there, the kernel says no)", A_PAIR,
      ["c2c", "heatmap", "{tmp}/m.csv", "-o", "/proc/x.png"], "cannot write /proc/x.png: the folder /proc takes no new file"),

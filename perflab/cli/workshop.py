@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .common import print_json
@@ -68,6 +69,7 @@ def _add_up(verbs) -> None:
         examples=(".venv/bin/perflab workshop up alice bob carol",
                   "sudo .venv/bin/perflab workshop up alice bob carol   # the same, from an account with sudo",
                   ".venv/bin/perflab workshop up alice bob carol --reserve-cpus 4",
+                  ".venv/bin/perflab workshop up alice bob carol --turn-limit 300",
                   ".venv/bin/perflab workshop up alice bob --ip 0.0.0.0 --port 443 "
                   "--ssl-cert cert.pem --ssl-key key.pem"))
     p.add_argument("learners", nargs="+", metavar="LEARNER", help="the learners' names")
@@ -78,12 +80,27 @@ def _add_up(verbs) -> None:
     p.add_argument("--reserve-cpus", type=int, default=0, metavar="N",
                    help="N CPUs of their own for each learner (not the first CPU), where the machine has enough; "
                         "each then measures without queueing behind the others")
+    p.add_argument("--turn-limit", type=_seconds, metavar="SECONDS",
+                   help="the longest any learner's turn to measure may take (default: each lab's budget in "
+                        "labs/manifest.toml); a run still measuring then is ended and told why")
     p.set_defaults(func=cmd_up)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--turn-limit takes seconds, not {text!r}") from None
+    if not 0 < seconds < 1e6:
+        raise argparse.ArgumentTypeError(f"--turn-limit {text} is out of range: give more than 0 and under 1e6 seconds")
+    return seconds
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     from ..workshop import hub
 
+    if args.turn_limit:
+        os.environ["PERFLAB_TURN_LIMIT_S"] = f"{args.turn_limit:g}"  # read where the queue starts, as when set by hand
     print("\n".join(hub.up(args.learners, args.ip, args.port, args.ssl_cert, args.ssl_key, args.reserve_cpus)))
     return 0
 
