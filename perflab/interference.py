@@ -93,14 +93,19 @@ def descendants(of: int, now: dict[tuple[int, int], Task]) -> set[int]:
 def charge(before: dict, now: dict, ours: set[int], cpus: set[int]) -> dict[tuple[int, str, int], int]:
     """{(cpu, name, pid): ticks} that other programs used on `cpus` between two looks.
 
-    A child that ended between the looks adds its whole life to its parent's reaped time; what of it was
-    seen at the last look was counted then (or was before the watch), so only the rest is charged: the end
-    of a child seen, and the whole of one that lived and ended between two looks.
+    A child that ended between the looks adds its whole life to its parent's reaped time, and so does each
+    of its own children that ended with it; what of them was seen at the last look was counted then (or was
+    before the watch), so only the rest is charged: the end of a child seen, and the whole of one that lived
+    and ended between two looks.
     """
     gone_by_parent: dict[int, int] = defaultdict(int)
+    earlier_by_pid = {task.pid: task for task in before.values()}
     for key, task in before.items():
-        if key not in now:
-            gone_by_parent[task.ppid] += task.ticks + task.reaped
+        if key not in now:  # its time reaches the first of its ancestors still alive, through those that ended too
+            ancestor = earlier_by_pid.get(task.ppid)
+            while ancestor is not None and ancestor.key not in now:
+                ancestor = earlier_by_pid.get(ancestor.ppid)
+            gone_by_parent[ancestor.pid if ancestor else task.ppid] += task.ticks + task.reaped
     used = {}
     for key, task in now.items():
         if task.pid in ours or task.kernel_thread or task.cpu not in cpus:

@@ -60,6 +60,9 @@ def test_a_child_that_ended_charges_its_parent_only_what_was_not_seen():
     short = as_map(task(20, 5, reaped=30))  # another child, never seen, used 30 ticks
     assert charge(as_map(parent), short, set(), {1}) == {(1, "spin", 20): 30}
     assert charge({}, as_map(task(22, 7)), set(), {1}) == {(1, "spin", 22): 7}
+    # a shell's `timeout pytest`: both end between two looks, and the shell reaps timeout, which reaped pytest
+    chain = as_map(task(30, 1), task(31, 0, ppid=30), task(32, 1600, ppid=31))
+    assert charge(chain, as_map(task(30, 1, reaped=1605)), set(), {1}) == {(1, "spin", 30): 5}
 
 
 def found(neighbours: list[tuple[int, str, float]], seconds: float = 10.0, steal: dict | None = None) -> dict:
