@@ -207,6 +207,13 @@ CASES = [
     ("an unknown exercises action", nothing, ["exercises", "grade"], "invalid choice"),
     ("an unknown verb", nothing, ["fly"], "invalid choice"),
     ("no verb at all", nothing, [], "required"),
+    # perflab grade: JSON that nbformat reads but that is no valid notebook
+    ("grade JSON with no cells", files({"a.ipynb": '{"a": 1}'}),
+     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/a.ipynb"], "not a (valid )?notebook"),
+    ("grade a notebook with a cell lacking its source",
+     files({"nosource.ipynb": json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                          "cells": [{"cell_type": "markdown", "metadata": {}}]})}),
+     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/nosource.ipynb"], "not a valid notebook.*'source'"),
 ]
 
 ENVIRONMENT = {  # the rows whose bad input is in the environment rather than on the command line
