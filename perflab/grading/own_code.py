@@ -12,8 +12,8 @@ implementation, or a library function that is the whole answer, under any name t
     sys.modules["perflab.stats"].harmonic_mean,  from perflab.stats import *
 
 A name that stands for the same object in the grader counts as the reference itself (perflab re-exports some:
-perflab.labs.numa_static_data.exercises.fit is its model.fit). Names
-built while the code runs ("harmonic" + "_mean", exec) are not followed: a check against shortcuts.
+perflab.labs.numa_static_data.exercises.fit is its model.fit). Names built while the code runs
+("harmonic" + "_mean", exec) are not followed: a check against shortcuts.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _without_nested(body: list[ast.stmt]) -> Iterable[ast.AST]:
 class Scope:
     """The names of one scope (the notebook's globals, or a function's locals over them) and what each may be."""
 
-    def __init__(self, nodes: list[ast.AST], outer: Scope | None = None, local: set[str] = frozenset()):
+    def __init__(self, nodes: list[ast.AST], outer: Scope | None = None, local: Iterable[str] = ()):
         self.outer, self.local = outer, set(local)
         self.bound: dict[str, Paths] = {}
         self.stars: list[str] = []  # modules imported with *
