@@ -252,6 +252,13 @@ CASES = [
     # -- run: a CPU this machine lacks is refused before the measurement queue (it waited 6.6 s for its turn)
     ("run on an offline CPU while another run holds the lock", lock_held,
      ["run", "core-to-core", "-C", "0,4000", "--no-wait"], "CPU 4000 is not online"),
+    # perflab grade: JSON that nbformat reads but that is no valid notebook
+    ("grade JSON with no cells", files({"a.ipynb": '{"a": 1}'}),
+     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/a.ipynb"], "not a (valid )?notebook"),
+    ("grade a notebook with a cell lacking its source",
+     files({"nosource.ipynb": json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                          "cells": [{"cell_type": "markdown", "metadata": {}}]})}),
+     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/nosource.ipynb"], "not a valid notebook.*'source'"),
 ]
 
 ENVIRONMENT = {  # the rows whose bad input is in the environment rather than on the command line

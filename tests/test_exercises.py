@@ -46,6 +46,19 @@ def test_manifest_lists_questions_as_hints():
     for exercise in manifest.exercises:
         assert exercise.solution_path.exists() and exercise.exercise_path.exists()
         assert exercise.hints and all(h.endswith("?") for h in exercise.hints)
+        assert exercise.budget_s >= 60, "a kernel starting on a busy machine takes seconds: give every notebook a minute"
+
+
+@pytest.mark.parametrize("budget", ["", "budget_s = 0\n", "budget_s = 'ten minutes'\n", "budget_s = true\n"])
+def test_an_exercise_without_a_budget_is_refused(tmp_path, budget):
+    from perflab.errors import PerflabError
+    from perflab.grading.manifest import EXERCISES_DIR, load_manifest
+
+    text = (EXERCISES_DIR / "manifest.toml").read_text()
+    first = text.index("budget_s = ")
+    (tmp_path / "manifest.toml").write_text(text[:first] + budget + text[text.index("\n", first) + 1:])
+    with pytest.raises(PerflabError, match="exercise 'c2c-harmonic-mean' needs budget_s"):
+        load_manifest(tmp_path / "manifest.toml")
 
 
 def test_report_status_and_rendering():
@@ -54,6 +67,7 @@ def test_report_status_and_rendering():
     assert Report("x", [ok]).status == PASSED
     assert Report("x", [ok, bad]).status == FAILED
     assert Report("x", []).status == FAILED, "no check run is no pass"
+    assert Report("x", [ok], ["code cell 2: ValueError: x"]).status == FAILED, "a cell error is no pass"
     text = Report("x", [bad]).render()
     assert "expected: 2" in text and "got:      3" in text
 

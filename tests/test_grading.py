@@ -3,12 +3,15 @@ every way around it that was found by hand now fails, and cells are named as the
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import nbformat
 import pytest
 
 from conftest import run_cli
 from perflab.grading import FAILED, PASSED, grade, progress
-from perflab.grading.kernel import cell_names, run_notebook
+from perflab.grading.kernel import cell_names, read_notebook, run_notebook
 from perflab.grading.manifest import load_manifest
 
 PINNING = load_manifest().find("c2c-pipeline-pinning")
@@ -47,6 +50,7 @@ def test_sys_exit_in_a_cell_is_a_failed_cell_not_a_silent_pass(tmp_path):
     path = notebook_with(tmp_path, "replace:3:import sys\nsys.exit(0)\nplacement = [5, 6, 7, 8]")
     done = run_cli("grade", PINNING.name, "--notebook", str(path))
     assert done.returncode == 1 and "FAILED" in done.stdout and "SystemExit" in done.stdout
+    assert "TCP without encryption" not in done.stderr, "the grading kernel talks over Unix sockets"
 
 
 def test_a_killed_kernel_fails_with_a_message(tmp_path):
@@ -62,7 +66,8 @@ def test_an_endless_loop_is_stopped_and_named(tmp_path):
     nbformat.write(notebook, path)
     report = grade(PINNING.name, path, timeout=8)
     assert report.status == FAILED
-    assert report.cell_errors[0].startswith("code cell 2 (under '## 2. Forever') did not finish in 8 s")
+    assert report.cell_errors[0].startswith("code cell 2 (under '## 2. Forever') was still running when the "
+                                            "grade's budget of 8 s ran out")
 
 
 def test_cells_are_named_by_position_and_heading_not_by_markdown_count():
@@ -126,7 +131,7 @@ def test_answers_come_back_as_plain_data_only(tmp_path):
     path = notebook_with(tmp_path, "import numpy as np\nfrom pathlib import Path\nARRAY = np.arange(3)\n"
                                    "WHERE = Path('/x')\nKEYS = {0.5: True}\nclass Thing: pass\nTHING = Thing()\n"
                                    "SCALAR = np.float64(0.25) + np.float64(0.5)")
-    answers, errors = run_notebook(path, {}, timeout=60)
+    answers, errors = run_notebook(read_notebook(path), tmp_path, {}, 60)
     assert errors == [] and answers["ARRAY"] == [0, 1, 2] and answers["WHERE"] == "/x" and answers["KEYS"] == {0.5: True}
     assert answers["SCALAR"] == 0.75, "numpy's float64 is a float subclass whose repr is a call: sent as a float"
     assert "not plain data" in repr(answers["THING"])
@@ -139,6 +144,189 @@ def test_a_function_failing_on_inputs_that_are_not_numbers_is_reported():
     from perflab.grading.kernel import CallError, FunctionAnswer
 
     boots = [[{"paging_levels": 5, "samples": []}]]
-    answers = Answers({"my_f": FunctionAnswer("__main__", [CallError("NotImplementedError: ")])}, {"my_f": boots})
+    answers = Answers({"my_f": FunctionAnswer("__main__", "my_f", [CallError("NotImplementedError: ")])},
+                      {"my_f": boots}, ["def my_f(records):\n    raise NotImplementedError()"])
     check = function_check(answers, "my_f", lambda records: 1.0, 1e-9)
     assert check.status == "failed" and "paging_levels" in check.name and check.got == "NotImplementedError: "
+
+
+# --- cheats that passed before: each is refused now ---------------------------------------------------------
+
+FAKE = '{"values": {"placement": {"literal": "[5, 6, 7, 8]"}, "naive_crosses": {"literal": "\'socket\'"}}, "functions": {}}'
+FAKE_EXPORT = f"def _fake_export(*arguments):\n    open(arguments[-1], 'w').write({FAKE!r})\n"
+FAKE_RUNPY = FAKE_EXPORT + ("import sys, types\nfake = types.ModuleType('runpy')\n"
+                            "fake.run_path = lambda path: {'export': _fake_export, 'sealed_export': lambda *a: _fake_export}\n"
+                            "sys.modules['runpy'] = fake")
+FAKE_OPEN = ("import builtins\n_open = builtins.open\n"
+             "def _fake_open(file, mode='r', *arguments, **options):\n"
+             "    if str(file).endswith('answers.json') and 'w' in mode:\n"
+             f"        _open(file, mode).write({FAKE!r})\n"
+             "        return _open('/dev/null', mode)\n"
+             "    return _open(file, mode, *arguments, **options)\n"
+             "builtins.open = _fake_open")
+
+
+@pytest.mark.parametrize("cheat, said", [
+    (FAKE_RUNPY, "the notebook changed the grader's modules (runpy)"),  # issue 32's: the export ran the fake
+    (FAKE_RUNPY + "\n_perflab_export = _fake_export", "the notebook replaced the grader's export"),
+    (FAKE_OPEN, "the notebook changed the grader's modules (builtins.open)"),
+    (f"import json\njson.dump = lambda answers, out, **options: out.write({FAKE!r})", None),  # the export has its own
+], ids=["runpy", "the export itself", "builtins.open", "json.dump"])
+def test_a_fake_export_is_refused(tmp_path, cheat, said):
+    report = grade(PINNING.name, notebook_with(tmp_path, "replace:3:placement = [0, 32, 1, 2]", cheat))
+    assert report.status == FAILED
+    if said:
+        assert any(error.startswith(said) for error in report.cell_errors), report.cell_errors
+    else:
+        assert report.cell_errors == [] and any(c.name == "no two stages share a core" and c.status == FAILED
+                                                for c in report.checks), "the real answers were read"
+
+
+def test_a_grade_with_a_cell_error_does_not_pass(tmp_path):
+    report = grade(PINNING.name, notebook_with(tmp_path, "raise ValueError('not finished')"))
+    assert all(c.status == PASSED for c in report.checks) and report.status == FAILED
+    assert report.cell_errors == ["code cell 5 (under '## 2. The naive placement'): ValueError: not finished"]
+
+
+def invented(elapsed_ns: int) -> str:
+    """A first cell that saves 30 made-up samples of 1,000 round trips with perflab.results.save, as the issue did."""
+    return ("replace:1:from perflab import results\nfrom perflab.probe import probe\n"
+            "made = results.new_result('core-to-core', 'pair', probe().summary(), {})\n"
+            f"samples = [{{'round_trips': 1000, 'elapsed_ns': {elapsed_ns} + i, 'one_way_ns': 1.0}} for i in range(30)]\n"
+            "made.update(runs=[{'label': '0,1', 'samples': samples}], matrix={'cpus': [0, 1]})\n"
+            "result = {**made, 'path': str(results.save(made))}")
+
+
+def test_invented_samples_saved_by_perflab_are_refused_with_the_bound_named(tmp_path):
+    report = grade(HARMONIC.name, notebook_with(tmp_path, invented(1), solution=HARMONIC))  # 10^12 round trips/s
+    saved = next(c for c in report.checks if c.name.startswith("your measurement"))
+    assert report.status == FAILED and saved.status == FAILED
+    assert "time per round trip (ns) is 0.001, below 2" in saved.got
+
+
+def test_a_function_wrapping_the_reference_is_not_your_own(tmp_path):
+    wrapper = "replace:5:import perflab.stats\n\ndef my_harmonic_mean(r):\n    return perflab.stats.harmonic_mean(r)"
+    report = grade(HARMONIC.name, notebook_with(tmp_path, invented(200_000), wrapper, solution=HARMONIC))
+    check = next(c for c in report.checks if c.name.startswith("my_harmonic_mean"))
+    assert check.name == "my_harmonic_mean is your own" and check.status == FAILED
+    assert check.got == "my_harmonic_mean calls perflab.stats.harmonic_mean: write it yourself"
+
+
+OWN = "def my_harmonic_mean(r):\n    return len(r) / sum(1 / x for x in r)"
+
+
+@pytest.mark.parametrize("code, calls", [
+    ("from perflab.stats import harmonic_mean as h\ndef my_harmonic_mean(r):\n    return h(r)", "perflab.stats.harmonic_mean"),
+    ("import perflab.stats as s\ndef my_harmonic_mean(r):\n    return s.harmonic_mean(r)", "perflab.stats.harmonic_mean"),
+    ("g = h\nfrom perflab import stats\nh = stats.harmonic_mean\ndef my_harmonic_mean(r):\n    return g(r)",
+     "perflab.stats.harmonic_mean"),
+    ("import perflab.stats as s\ndef my_harmonic_mean(r):\n    return getattr(s, 'harmonic_mean')(r)",
+     "perflab.stats.harmonic_mean"),
+    ("import importlib\ndef my_harmonic_mean(r):\n    return importlib.import_module('perflab.stats').harmonic_mean(r)",
+     "perflab.stats.harmonic_mean"),
+    ("import sys\ndef my_harmonic_mean(r):\n    return sys.modules['perflab.stats'].harmonic_mean(r)",
+     "perflab.stats.harmonic_mean"),
+    ("from perflab.stats import *\ndef my_harmonic_mean(r):\n    return harmonic_mean(r)", "perflab.stats.harmonic_mean"),
+    ("%time x = 1\ndef helper(r):\n    import perflab.stats as s\n    return s.harmonic_mean(r)\n"
+     "def my_harmonic_mean(r):\n    return helper(r)", "perflab.stats.harmonic_mean"),
+    ("from scipy import stats\ndef my_harmonic_mean(r):\n    return stats.hmean(r)", "scipy.stats.hmean"),
+    ("import statistics\ndef my_harmonic_mean(r):\n    return statistics.harmonic_mean(r)", "statistics.harmonic_mean"),
+])
+def test_every_name_for_the_reference_is_refused(code, calls):
+    from perflab import stats
+    from perflab.grading.own_code import refused_call
+    from perflab.labs.core_to_core.exercises import HARMONIC_MEANS_ELSEWHERE
+
+    assert refused_call([code], "my_harmonic_mean", stats.harmonic_mean, HARMONIC_MEANS_ELSEWHERE).endswith(
+        f"calls {calls}: write it yourself")
+
+
+@pytest.mark.parametrize("cells", [
+    [OWN],
+    ["import perflab.stats\nh = perflab.stats.harmonic_mean  # to compare with", OWN.replace("(r)", "(h)").replace(" r)", " h)")],
+    ["from perflab.stats import t_quantile", OWN + " if t_quantile(0.9, 3) else 0"],
+    ["def (", OWN],  # a cell that does not parse raised when it ran; the others are read
+])
+def test_your_own_function_is_yours(cells):
+    from perflab import stats
+    from perflab.grading.own_code import refused_call
+
+    assert refused_call(cells, "my_harmonic_mean", stats.harmonic_mean) is None
+
+
+def test_a_reexported_reference_is_the_reference_and_a_lambda_is_no_def():
+    from perflab.grading.own_code import refused_call
+    from perflab.labs.numa_static_data import exercises, model
+
+    fit = "from perflab.labs.numa_static_data.exercises import fit as f\ndef my_fit(*a):\n    return f(*a)"
+    assert exercises.fit is model.fit and "calls perflab.labs.numa_static_data.exercises.fit" in refused_call(
+        [fit], "my_fit", model.fit)
+    assert refused_call(["my_fit = lambda *a: 1"], "my_fit", model.fit) == "no `def my_fit(...)` in your notebook"
+
+
+# --- budgets, hints, and who runs the learner's code ---------------------------------------------------------
+
+def test_the_manifests_budget_covers_the_whole_notebook(tmp_path, monkeypatch):
+    import dataclasses
+
+    import perflab.grading as grading
+
+    manifest = load_manifest()
+    short = dataclasses.replace(manifest, exercises=tuple(dataclasses.replace(e, budget_s=6) for e in manifest.exercises))
+    monkeypatch.setattr(grading, "load_manifest", lambda: short)
+    path = tmp_path / "slow.ipynb"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(f"import time\ntime.sleep(4)  # {n}") for n in range(2)]
+    nbformat.write(notebook, path)
+    report = grade(PINNING.name, path)
+    assert re.match(r"code cell [12] was still running when the grade's budget of 6 s ran out", report.cell_errors[0]), \
+        "each cell alone fits in the budget, both do not"
+
+
+def test_the_check_button_grades_within_the_exercises_budget(monkeypatch):
+    import subprocess
+
+    import perflab.grading as grading
+
+    ran = []
+    monkeypatch.setattr(grading.subprocess, "run", lambda argv, **_: ran.append(argv) or subprocess.CompletedProcess(argv, 0, "", ""))
+    monkeypatch.setenv("JPY_SESSION_NAME", str(PINNING.solution_path))
+    grading.check_button(PINNING.name).children[0].click()
+    assert ran[0][-2:] == ["--timeout", f"{PINNING.budget_s:g}"]
+
+
+def test_a_failed_grade_shows_the_hint_perflab_hint_shows(tmp_path):
+    from perflab.grading import next_hint
+
+    first = grade(PINNING.name)  # the learner's untouched copy: failed, and recorded
+    assert first.hint == PINNING.hints[0] == next_hint(PINNING)[1], "`perflab hint` shows what the grade showed"
+    assert grade(PINNING.name).hint == PINNING.hints[1], "the next failure opens the next hint"
+
+
+def test_a_workshop_regrade_runs_the_learners_code_as_the_learner_not_root(tmp_path, monkeypatch):
+    import os
+    import pwd
+    import shutil
+    import tempfile
+
+    from perflab.workshop import regrade, roster
+
+    if os.geteuid() != 0:
+        pytest.skip("a re-grade switches users: run the tests as root")
+    nobody = pwd.getpwnam("nobody")
+    home = Path(tempfile.mkdtemp(prefix="perflab-learner-"))  # in /tmp: nobody cannot reach pytest's folders
+    try:
+        copy = home / "work" / "exercises" / PINNING.notebook
+        copy.parent.mkdir(parents=True)
+        shutil.copy(notebook_with(tmp_path, "import os\nopen(os.path.expanduser('~/uid'), 'w').write(str(os.geteuid()))"),
+                    copy)
+        for path in [home, *home.rglob("*")]:
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        learner = pwd.struct_passwd((*nobody[:5], str(home), nobody.pw_shell))  # nobody, with this home
+        monkeypatch.setattr(regrade.pwd, "getpwnam", lambda user: learner)
+        workshop = roster.Workshop("127.0.0.1", 1, 2, 3, 4, "", "", "", lock=str(home / "measure.lock"))
+        outcome = regrade.grade_as_learner("alice", PINNING.name, workshop)
+        assert outcome["status"] == PASSED, outcome
+        assert (home / "uid").read_text() == str(nobody.pw_uid)
+    finally:
+        shutil.rmtree(home)

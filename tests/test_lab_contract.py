@@ -25,7 +25,8 @@ from conftest import REPO
 from perflab import results
 from perflab.cli import labtools
 from perflab.grading.manifest import load_manifest
-from perflab.labs import Lab, LabInfo, labs
+from perflab.labs import Bound, Lab, LabInfo, labs
+from perflab.labs.bounds import bound_problems
 from perflab.verdict import Verdict
 
 READY = [lab for lab in labs() if lab.ready]
@@ -77,6 +78,10 @@ def contract_problems(lab: LabInfo) -> list[str]:
             problems.append("settings_for(quick, runs) does not set the RUNS fields")
     if not all(isinstance(values, tuple) and values for values in instance.OPTIONS.values()):
         problems.append("OPTIONS maps each option to a non-empty tuple of values, the default first")
+    if not instance.BOUNDS:
+        problems.append(f"{kind.__name__} declares no BOUNDS: the physical bounds of its raw samples")
+    problems += [f"BOUNDS: {b!r} is not a Bound from low to high (below high) with the physics that sets it"
+                 for b in instance.BOUNDS if not (isinstance(b, Bound) and b.low < b.high and b.why)]
     if not callable(getattr(importlib.import_module(f"{lab.package}.figures"), "figures", None)):
         problems.append(f"{lab.package}.figures has no figures(verdict)")
     checks = importlib.import_module(f"{lab.package}.exercises")
@@ -195,6 +200,8 @@ def test_every_lab_round_trips_through_run_the_report_and_its_notebook(lab, ever
     if data["results"]:
         saved = results.load(data["results"])
         assert saved["lab"] == lab.name and saved["verdict"]["verdict"] == data["verdict"], "the file carries its verdict"
+        bounds = lab.load().BOUNDS
+        assert bound_problems(bounds, saved) == [] and list(bounds[0].values(saved)), "a real run is within its bounds"
     page = Path(summary["report"]).read_text()
     assert f"<h2>{html.escape(lab.heading)}</h2>" in page
     section = page.split(f"<h2>{html.escape(lab.heading)}</h2>")[1].split("<h2>")[0]
@@ -279,8 +286,10 @@ def test_a_lab_breaking_the_contract_is_caught(monkeypatch):
     kind = type(lab.load())
     monkeypatch.setattr(kind, "run", lambda self, **kw: None)
     monkeypatch.setattr(kind, "RUNS", ("no_such_setting",))
+    monkeypatch.setattr(kind, "BOUNDS", ())
     problems = contract_problems(lab)
     assert any("overrides run" in p for p in problems) and any("no_such_setting" in p for p in problems)
+    assert any("declares no BOUNDS" in p for p in problems)
 
 
 def test_a_lab_tool_importing_its_lab_at_the_top_is_caught(tmp_path):

@@ -195,8 +195,8 @@ def test_extra_per_fault_recovers_what_synthetic_boots_were_made_with():
 def _answers(sign, correct: bool) -> Answers:
     inputs = exercises.fresh_boot_lists()
     results = [extra_per_fault(*args) + (0 if correct else 1) for args in inputs]
-    return Answers({"DEARER_WITH": sign, "my_extra_per_fault": FunctionAnswer("__main__", results)},
-                   {"my_extra_per_fault": inputs})
+    return Answers({"DEARER_WITH": sign, "my_extra_per_fault": FunctionAnswer("__main__", "my_extra_per_fault", results)},
+                   {"my_extra_per_fault": inputs}, ["def my_extra_per_fault(boots):\n    return 0.0"])
 
 
 def test_cost_per_fault_boots_a_pair_only_when_the_answers_pass(monkeypatch):

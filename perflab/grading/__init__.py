@@ -6,7 +6,8 @@ themselves: from raw result files whose provenance holds, from recorded data,
 or from a fresh measurement.
 
 A check passes, fails, or is inconclusive (a fresh measurement disagreed in a
-way a rerun can settle): inconclusive is never reported as a failure.
+way a rerun can settle): inconclusive is never reported as a failure. A grade
+with a cell error in it never passes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Callable
 from ..errors import PerflabError
 from ..workspace import prepare
 from . import progress
-from .kernel import CELL_TIMEOUT_S, run_notebook
+from .kernel import graded_cells, read_notebook, run_notebook
 from .manifest import load_manifest
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
@@ -51,7 +52,7 @@ class Report:
     @property
     def status(self) -> str:
         statuses = {c.status for c in self.checks}
-        if FAILED in statuses or not self.checks:
+        if FAILED in statuses or not self.checks or self.cell_errors:
             return FAILED
         return INCONCLUSIVE if INCONCLUSIVE in statuses else PASSED
 
@@ -87,44 +88,53 @@ def calls(**functions: Callable[[], list[list]]):
 
 
 class Answers(dict):
-    """What the learner's kernel produced: plain values by name, FunctionAnswers, and the inputs they were given."""
+    """What the learner's kernel produced: plain values by name, FunctionAnswers, the inputs they were given, and
+    the notebook's code (each code cell graded), for the checks that read it."""
 
-    def __init__(self, values: dict[str, Any], inputs: dict[str, list[list]]):
+    def __init__(self, values: dict[str, Any], inputs: dict[str, list[list]], code: list[str] | None = None):
         super().__init__(values)
         self.inputs = inputs
+        self.code = code or []
 
 
-def next_hint(exercise) -> tuple[int, str] | None:
-    """(number, hint): one more hint for each failed attempt, as rustlings does; None if it has no hints."""
+def next_hint(exercise, failing_now: bool = False) -> tuple[int, str] | None:
+    """(number, hint): the newest hint opened, one by each failed grade as rustlings does (the first is open from
+    the start); `failing_now` counts a failure not recorded in the progress file. One count for `perflab hint`
+    and the hint a failed grade shows, so neither repeats the other. None if the exercise has no hints."""
     if not exercise.hints:
         return None
     try:
-        attempts = progress.failures(exercise.name)
+        failures = progress.failures(exercise.name) + failing_now
     except PerflabError:  # an unreadable progress file costs the learner a hint, not their grade
-        attempts = 0
-    shown = min(attempts, len(exercise.hints) - 1)
-    return shown + 1, exercise.hints[shown]
+        failures = failing_now
+    number = min(max(failures, 1), len(exercise.hints))
+    return number, exercise.hints[number - 1]
 
 
 def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = True,
-          timeout: float = CELL_TIMEOUT_S) -> Report:
+          timeout: float | None = None) -> Report:
     """Grade an exercise: run its notebook (the learner's copy in work/ unless told otherwise) in a fresh kernel,
-    then check what it produced here. Progress is recorded only for the learner's own copy."""
+    all of it within `timeout` seconds (None: the exercise's budget in the manifest), then check what it produced
+    here. Progress is recorded only for the learner's own copy."""
     exercise = load_manifest().find(name)
     path = Path(notebook) if notebook else exercise.learner_path
     if not notebook and not path.exists():
         prepare()  # first use without `make lab`: the learner's copy is the fresh exercise
     check_function = exercise.check_function()
     inputs = {fn: make() for fn, make in getattr(check_function, "functions", {}).items()}
-    values, errors = run_notebook(path, inputs, timeout)
-    report = Report(name, check_function(Answers(values, inputs)), errors)
-    if report.status == FAILED and (hint := next_hint(exercise)):
-        report.hint = hint[1]
+    saved = read_notebook(path)
+    code = [cell.source for _, cell in graded_cells(saved) if cell.cell_type == "code"]
+    values, errors = run_notebook(saved, path.parent, inputs, exercise.budget_s if timeout is None else timeout)
+    report = Report(name, check_function(Answers(values, inputs, code)), errors)
+    recorded = False
     if record and path.resolve() == exercise.learner_path.resolve():
         try:
             progress.record(name, report.status)
+            recorded = True
         except PerflabError as err:
             report.notes.append(str(err))
+    if report.status == FAILED and (hint := next_hint(exercise, failing_now=not recorded)):
+        report.hint = hint[1]
     return report
 
 
@@ -136,7 +146,8 @@ def this_notebook(name: str) -> Path:
 
 
 def check_button(name: str):
-    """A button for the notebook: grade the notebook as saved, in a fresh kernel, as `perflab grade NAME` does."""
+    """A button for the notebook: grade the notebook as saved, in a fresh kernel, as `perflab grade NAME` does,
+    within the exercise's budget."""
     import ipywidgets as widgets
 
     button = widgets.Button(description=f"Check {name}", button_style="primary", icon="check",
@@ -150,8 +161,9 @@ def check_button(name: str):
             saved = this_notebook(name)
             print(f"grading {saved.name} as saved at {dt.datetime.fromtimestamp(saved.stat().st_mtime):%H:%M:%S} "
                   "(save first: Ctrl-S), from the top, in a fresh kernel...", flush=True)
-            done = subprocess.run([sys.executable, "-m", "perflab", "grade", name, "--notebook", str(saved)],
-                                  capture_output=True, text=True)
+            budget = load_manifest().find(name).budget_s
+            done = subprocess.run([sys.executable, "-m", "perflab", "grade", name, "--notebook", str(saved),
+                                   "--timeout", f"{budget:g}"], capture_output=True, text=True)
             print(done.stdout or done.stderr)
         button.disabled = False
 

@@ -8,9 +8,12 @@ from typing import Any, Callable
 
 from .. import results
 from ..errors import PerflabError
+from ..labs import find
+from ..labs.bounds import bound_problems
 from ..paths import results_dir
 from . import FAILED, PASSED, Answers, Check
 from .kernel import CallError, FunctionAnswer
+from .own_code import refused_call
 
 
 def close(got: Any, expected: float, rel: float = 1e-6) -> bool:
@@ -24,14 +27,23 @@ def _same(got: Any, expected: Any, rel: float) -> bool:
     return close(got, expected, rel)
 
 
-def function_check(answers: Answers, name: str, reference: Callable, rel: float) -> Check:
-    """The learner's function, called in their kernel on the grader's fresh inputs, against the reference here."""
+def function_check(answers: Answers, name: str, reference: Callable, rel: float,
+                   also_refused: tuple[str, ...] = ()) -> Check:
+    """The learner's function, called in their kernel on the grader's fresh inputs, against the reference here.
+    It must be their own: defined by a `def` in the notebook, calling neither the reference nor any of
+    `also_refused` (dotted names of library functions that are the whole answer)."""
     learner = answers.get(name)
     if not isinstance(learner, FunctionAnswer):
         return Check(f"{name} is defined", FAILED, "a function defined in your notebook", "not defined")
+    own = "a function written in your notebook"
     if learner.module != "__main__":
-        return Check(f"{name} is your own", FAILED, "a function written in your notebook",
-                     f"a function from {learner.module}")
+        return Check(f"{name} is your own", FAILED, own, f"a function from {learner.module}")
+    if learner.qualname != name:
+        return Check(f"{name} is your own", FAILED, f"{own}, as `def {name}(...)`",
+                     f"the name is bound to {learner.qualname or 'a function without a name'}")
+    refused = refused_call(answers.code, name, reference, also_refused)
+    if refused:
+        return Check(f"{name} is your own", FAILED, f"{own}, not a call of the answer", refused)
     inputs = answers.inputs[name]
     for arguments, got in zip(inputs, learner.results):
         expected = reference(*arguments)
@@ -63,7 +75,14 @@ def saved_result(answers: Answers, made_by: str, key: str = "result") -> tuple[d
     problems = results.provenance_problems(saved)
     if problems:
         return None, Check(name, FAILED, f"the file {made_by} wrote, unchanged", f"{path}: {'; '.join(problems)}")
-    return saved, Check(name, PASSED, "a result file with its provenance", path)
+    try:
+        bounds = find(saved.get("lab")).load().BOUNDS
+    except PerflabError as err:
+        return None, Check(name, FAILED, "a result of one of the course's labs", f"{path}: {err}")
+    problems = bound_problems(bounds, saved)
+    if problems:
+        return None, Check(name, FAILED, "samples a machine can measure", f"{path}: {'; '.join(problems)}")
+    return saved, Check(name, PASSED, "a result file with its provenance, its samples within physical bounds", path)
 
 
 def learner_source_copy(lab: str, original: Path) -> Path:

@@ -1,17 +1,23 @@
 """Run a learner's notebook in a fresh kernel, top to bottom, and bring back its answers as plain data.
 
 The learner's code never runs in the grader's process: nbclient starts a new
-kernel, runs every code cell (errors do not stop it: an unfinished cell
-should cost the checks that need it, not every check), stops a cell that
-runs past the timeout, and finally runs perflab.grading.export, which writes
-the answers to a file. The grader reads them back as literals.
+kernel (over Unix sockets, not TCP), runs perflab.grading.export's setup
+before the learner's first cell, then every code cell (errors do not stop it:
+an unfinished cell should cost the checks that need it, not every check),
+stopping a cell that runs past the grade's budget, and finally the export,
+which writes the answers to a file sealed with a key made for this grading.
+The grader checks the seal and reads the answers back as literals.
 """
 
 from __future__ import annotations
 
 import ast
+import hmac
 import json
+import secrets
 import tempfile
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +27,11 @@ from ..errors import PerflabError
 if TYPE_CHECKING:
     import nbformat
 
-CELL_TIMEOUT_S = 600  # a cell that measures may take minutes; an endless loop is stopped after this
 # Run by its path, not imported as perflab.grading.export: that import would first run this package's
 # __init__ and what it imports, half a second of every grading.
 EXPORT_SCRIPT = Path(__file__).with_name("export.py")
+CHANGED = "the notebook changed the grader's modules"
+UNREAD = "the notebook's answers could not be read after it ran"
 
 
 @dataclass(frozen=True)
@@ -39,9 +46,11 @@ class Unreadable:
 
 @dataclass(frozen=True)
 class FunctionAnswer:
-    """A learner's function, as the kernel saw it: where it was defined, and what it returned for each input."""
+    """A learner's function, as the kernel saw it: where and under what name it was defined, and what it returned
+    for each input."""
 
     module: str | None
+    qualname: str | None
     results: list[Any]  # the value, or a CallError, per input
 
 
@@ -54,7 +63,7 @@ class CallError:
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """The notebook at `path`, or one line saying why it is not one."""
+    """The notebook at `path`, checked against the notebook format, or one line saying why it is not one."""
     # Imported here, not above: with jsonschema it takes 1.5 s, which a notebook that imports a lab's checks
     # (and so this package) need not pay.
     import nbformat
@@ -62,7 +71,15 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     if not path.is_file():
         raise PerflabError(f"{path} is not a file: give the path of an exercise notebook (.ipynb)")
     try:
-        return nbformat.read(path, as_version=4)
+        with warnings.catch_warnings():  # nbformat warns about cells without ids, which JupyterLab adds on save
+            warnings.simplefilter("ignore")
+            notebook = nbformat.read(path, as_version=4)
+            nbformat.validate(notebook)
+        return notebook
+    except nbformat.ValidationError as err:
+        said = str(err).splitlines()[0] if str(err) else "it does not follow the notebook format"
+        raise PerflabError(f"{path} is not a valid notebook ({said}): open it in JupyterLab and save it, or "
+                           "`perflab reset` the exercise") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError, ValueError,
             AttributeError, KeyError, TypeError) as err:  # JSON that is not a notebook fails deep in nbformat
         raise PerflabError(f"{path} is not a notebook that can be read ({type(err).__name__}): open it in "
@@ -82,6 +99,12 @@ def cell_names(notebook: nbformat.NotebookNode) -> dict[int, str]:
     return names
 
 
+def graded_cells(notebook: nbformat.NotebookNode) -> list[tuple[int, nbformat.NotebookNode]]:
+    """(index, cell) of the cells a grading runs: all but code cells tagged `check` (the Check button's)."""
+    return [(i, c) for i, c in enumerate(notebook.cells)
+            if not (c.cell_type == "code" and "check" in c.metadata.get("tags", []))]
+
+
 def _read_back(entry: dict) -> Any:
     if "literal" in entry:
         return ast.literal_eval(entry["literal"])
@@ -94,58 +117,92 @@ def answers_from(exported: dict) -> dict[str, Any]:
     answers = {name: _read_back(entry) for name, entry in exported.get("values", {}).items()}
     for name, entry in exported.get("functions", {}).items():
         if not entry.get("missing"):
-            answers[name] = FunctionAnswer(entry.get("module"), [_read_back(e) for e in entry.get("calls", [])])
+            answers[name] = FunctionAnswer(entry.get("module"), entry.get("qualname"),
+                                           [_read_back(e) for e in entry.get("calls", [])])
     return answers
 
 
-def run_notebook(path: Path, functions: dict[str, list[list]], timeout: float = CELL_TIMEOUT_S
+def unsealed(path: Path, key: bytes) -> tuple[dict, str | None]:
+    """The export's answers, or ({}, why they cannot be believed)."""
+    try:
+        sealed = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}, UNREAD
+    payload, seal = (sealed.get("payload"), sealed.get("seal")) if isinstance(sealed, dict) else (None, None)
+    if not (isinstance(payload, str) and isinstance(seal, str)
+            and hmac.compare_digest(seal, hmac.new(key, payload.encode(), "sha256").hexdigest())):
+        return {}, ("the notebook replaced the grader's export: its answers are not sealed (a cell must not "
+                    "redefine _perflab_export or write the grader's answers file)")
+    exported = json.loads(payload)
+    if exported.get("changed"):
+        return {}, (f"{CHANGED} ({', '.join(exported['changed'])}): a cell must not replace a module in "
+                    "sys.modules or a builtin; its answers are not read")
+    return exported, None
+
+
+def kernel_config(folder: str):
+    """Unix sockets in the grading's own folder: no TCP port, and no "running over TCP without encryption"."""
+    from traitlets.config import Config
+
+    config = Config()
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = str(Path(folder) / "kernel")
+    return config
+
+
+def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[str, list[list]], budget_s: float
                  ) -> tuple[dict[str, Any], list[str]]:
-    """Execute the notebook (cells tagged `check` left out) in a fresh kernel; return its answers and cell errors."""
+    """Execute the notebook (read_notebook's; cells tagged `check` left out) in a fresh kernel started in `folder`,
+    all of it within `budget_s` seconds; return its answers and cell errors. The notebook becomes the run's."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    notebook = read_notebook(path)
     names = cell_names(notebook)
-    kept = [(i, c) for i, c in enumerate(notebook.cells)
-            if not (c.cell_type == "code" and "check" in c.metadata.get("tags", []))]
-    with tempfile.TemporaryDirectory(prefix="perflab-grade-") as folder:
-        out = Path(folder) / "answers.json"
-        export = nbformat.v4.new_code_cell("import runpy as _perflab_runpy\n"
-                                           f"_perflab_runpy.run_path({str(EXPORT_SCRIPT)!r})['export']"
-                                           f"(globals(), {functions!r}, {str(out)!r})")
-        notebook.cells = [c for _, c in kept] + [export]
+    kept = graded_cells(notebook)
+    for _, cell in kept:
+        if cell.cell_type == "code":
+            cell.outputs = []  # the learner's saved outputs are not this run's: a cell never reached shows none
+    with tempfile.TemporaryDirectory(prefix="perflab-grade-") as grading:
+        key, key_path, out = secrets.token_bytes(32), Path(grading) / "key", Path(grading) / "answers.json"
+        key_path.write_bytes(key)
+        setup = nbformat.v4.new_code_cell(f"_perflab_export = __import__('runpy').run_path({str(EXPORT_SCRIPT)!r})"
+                                          f"['sealed_export'](globals(), {str(key_path)!r})")
+        export = nbformat.v4.new_code_cell(f"_perflab_export({functions!r}, {str(out)!r})")
+        notebook.cells = [setup, *(c for _, c in kept), export]
         running = []  # the index in notebook.cells of the cell that started last
+        deadline = time.monotonic() + budget_s
 
         def started(cell, cell_index, **_):
             running.append(cell_index)
 
-        client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": str(path.parent)}}, on_cell_execute=started)
+        client = NotebookClient(notebook, kernel_name="python3", allow_errors=True, config=kernel_config(grading),
+                                timeout_func=lambda _cell: max(deadline - time.monotonic(), 0.01),
+                                resources={"metadata": {"path": str(folder)}}, on_cell_execute=started)
         errors = []
         try:
             client.execute()
         except CellTimeoutError:
-            errors.append(f"{_named(running, kept, names)} did not finish in {timeout:.0f} s and was stopped: "
-                          "an endless loop? Nothing after it ran")
+            errors.append(f"{_named(running, kept, names)} was still running when the grade's budget of "
+                          f"{budget_s:.0f} s ran out, and was stopped: an endless loop? Nothing after it ran")
         except DeadKernelError:
             errors.append(f"the kernel died while running {_named(running, kept, names)} (a crash, or os._exit): "
                           "nothing after it ran")
         errors += [f"{names[i]}: {o.ename}: {o.evalue}" for i, c in kept if c.cell_type == "code"
                    for o in c.get("outputs", []) if o.output_type == "error"]
-        try:
-            exported = json.loads(out.read_text())
-        except (OSError, json.JSONDecodeError):
-            exported = {}
-            if not errors:
-                errors.append("the notebook's answers could not be read after it ran")
+        errors += [f"{_named([at], kept, names)}: {o.ename}: {o.evalue}" for at in (0, len(notebook.cells) - 1)
+                   for o in notebook.cells[at].get("outputs", []) if o.output_type == "error"]
+        exported, problem = unsealed(out, key)
+        if problem and not (problem == UNREAD and errors):  # a cell error already says why nothing came back
+            errors.append(problem)
     return answers_from(exported), errors
 
 
 def _named(running: list[int], kept: list[tuple[int, Any]], names: dict[int, str]) -> str:
-    """The learner's name for the cell that was running: the export cell comes after all of theirs."""
-    if not running:
-        return "the first code cell"
-    if running[-1] >= len(kept):
+    """The learner's name for the cell that was running: the grader's setup comes before all of theirs, its
+    export after."""
+    if not running or running[-1] == 0:
+        return "the grader's setup before your first cell"
+    if running[-1] > len(kept):
         return "the call of your functions on the grader's inputs"
-    return names[kept[running[-1]][0]]
+    return names[kept[running[-1] - 1][0]]

@@ -1,7 +1,7 @@
 """The exercise manifest, exercises/manifest.toml.
 
-Schema (format_version 2):
-  format_version   int, must be 2
+Schema (format_version 3: budget_s is new in 3):
+  format_version   int, must be 3
   stub_code        text that replaces a solution region in a code cell
   stub_markdown    text that replaces a solution region in a Markdown cell
   [[exercise]]     one table per exercise:
@@ -12,6 +12,9 @@ Schema (format_version 2):
     checks     a function in its lab's exercises.py; it takes the notebook's
                namespace and returns a list of Check
     hints      questions, shown when a check fails, one more each attempt
+    budget_s   seconds the grader gives the notebook, all its cells together,
+               in its fresh kernel (about 3x what the reference solution
+               took here); `perflab grade --timeout` gives another
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ..errors import PerflabError
 from ..labs.manifest import LabInfo, lab_of_exercise
 from ..paths import REPO_ROOT
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 EXERCISES_DIR = REPO_ROOT / "exercises"
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 
@@ -37,6 +40,7 @@ class Exercise:
     notebook: str
     checks: str
     hints: tuple[str, ...]
+    budget_s: float
 
     @property
     def lab(self) -> LabInfo:
@@ -78,7 +82,11 @@ def load_manifest(path: Path = EXERCISES_DIR / "manifest.toml") -> Manifest:
     data = tomllib.loads(path.read_text())
     if data.get("format_version") != FORMAT_VERSION:
         raise PerflabError(f"{path}: format_version must be {FORMAT_VERSION}; update perflab or the manifest")
-    exercises = tuple(
-        Exercise(e["name"], e["notebook"], e["checks"], tuple(e.get("hints", ()))) for e in data["exercise"]
-    )
+    for entry in data["exercise"]:
+        budget = entry.get("budget_s")
+        if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not 1 <= budget <= 86400:
+            raise PerflabError(f"{path}: exercise {entry.get('name')!r} needs budget_s, the seconds its notebook may "
+                               f"take when graded (1 to 86400), not {budget!r}")
+    exercises = tuple(Exercise(e["name"], e["notebook"], e["checks"], tuple(e.get("hints", ())), float(e["budget_s"]))
+                      for e in data["exercise"])
     return Manifest(data["stub_code"], data["stub_markdown"], exercises)

@@ -34,6 +34,9 @@ A lab writes only what is its own:
     IN_A_VM           what a virtual machine does to the measurement: a note on every
                       verdict judged in one
     CANNOT_SHOW       what shows the idea where this machine cannot
+    BOUNDS            the physical bounds of its raw samples (perflab.labs.bounds.Bound),
+                      at least one, each with the physics that sets it: a grader refuses
+                      a saved result with a sample outside them
     choose_cpus(machine, cpus) -> placement
                       where to measure; raises CannotShow when no CPUs of this
                       machine fit (with -C given, that is the learner's error)
@@ -85,9 +88,10 @@ from ..cpulist import check_cpus
 from ..probe import Machine, online_cpus, probe
 from ..sequential import MAX_RUNS
 from ..verdict import Verdict, unless_emulated
+from .bounds import Bound
 from .manifest import LabInfo, available, find, labs
 
-__all__ = ["CannotShow", "Lab", "LabInfo", "available", "find", "labs"]
+__all__ = ["Bound", "CannotShow", "Lab", "LabInfo", "available", "find", "labs"]
 
 
 def reserved_cpus() -> list[int] | None:
@@ -114,6 +118,7 @@ class Lab(ABC):
     EMULATED: ClassVar[str | None] = None
     IN_A_VM: ClassVar[str] = ""
     CANNOT_SHOW: ClassVar[str] = ""
+    BOUNDS: ClassVar[tuple[Bound, ...]] = ()
 
     @property
     def info(self) -> LabInfo:

@@ -16,6 +16,7 @@ from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
+from ..bounds import Bound
 from . import coz
 from .profilers import (FUNCTIONS, SOURCE_DIR, CozSession, function_at, hottest_function, perf_ranking,
                         require_tools, work_lines)
@@ -75,6 +76,11 @@ def race_picks(binary: Path, cpus: tuple[int, int], picks: dict[str, str], setti
     plan = Plan(ROUNDS_PER_LOOK, settings.race_rounds, settings.race_budget_s)
     return race(arms, one_round, lambda rates, alpha: judge_race(picks, rates, alpha)[0] in DECIDED, plan, control="unchanged",
                 desc="racing the builds, until decided", progress=progress)
+
+
+def batch_rates(result: dict[str, Any]) -> list[float]:
+    """Batches per second of every timed run of the race in a result."""
+    return [rate for rates in (result.get("rates") or {}).values() for rate in rates]
 
 
 def survey(session: CozSession, settings: Settings) -> tuple[coz.Profile, list]:
@@ -199,6 +205,11 @@ class CausalProfiling(Lab):
                "can stretch any experiment: repeat the lab before trusting one curve")
     CANNOT_SHOW = ("The book's chapter and the sample profiles in the notebook show the idea; any machine with two "
                    "cores (or `perflab vm`) can measure it")
+    # A batch waits for its slower thread: at least 80 units of work in every arm (50 here, to spare), a unit
+    # being 150,000 dependent multiply-adds at 3+ cycles each (a 64-bit multiply's latency on any core), and no
+    # core clocks above ~6 GHz: 3.75 ms or more per batch.
+    BOUNDS = (Bound("batches per second", 0, 300, "a batch is a chain of at least 22 million cycles",
+                    batch_rates),)
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None = None) -> tuple[int, int]:
         """(commit thread's CPU, log thread's CPU): two CPUs that are not SMT siblings, CPU 0 last."""

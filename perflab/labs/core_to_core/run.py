@@ -17,6 +17,7 @@ from ...runner import Config, Run, interleave, run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
+from ..bounds import NO_LIMIT, Bound
 from .advisor import analyze
 from .matrix import from_result, load
 
@@ -144,6 +145,12 @@ def sample_rate(sample: dict[str, Any]) -> float:
     return sample["round_trips"] * 1e9 / sample["elapsed_ns"]
 
 
+def round_trip_times(result: dict[str, Any]) -> list[float]:
+    """ns per round trip of every sample in a result, the matrix's and the race's (saved as rates)."""
+    return ([s["elapsed_ns"] / s["round_trips"] for run in result["runs"] for s in run["samples"]]
+            + [1e9 / rate for rates in result.get("rates", {}).values() for rate in rates])
+
+
 def round_trip_rates(run: Run) -> list[float]:
     return [sample_rate(s) for s in run.samples if not s.get("warmup")]
 
@@ -215,6 +222,11 @@ class CoreToCore(Lab):
     EMULATED = "its vCPUs are host threads with no cache hierarchy between them, so no distance is real"
     CANNOT_SHOW = ("Showing that numbering misleads needs 3+ CPUs with different distances: a machine with two L3 "
                    "clusters or sockets, or the recorded matrices (`perflab c2c analyze`)")
+    # Each way, one core's store must reach a load on the other: even SMT siblings sharing an L1 wait its
+    # latency (4+ cycles) each way, and no core clocks above ~6 GHz, so 1.3 ns there and back at the very least.
+    # The fastest pair in the course's recorded matrices (an i9-12900K's SMT siblings) takes 8.7 ns.
+    BOUNDS = (Bound("time per round trip (ns)", 2, NO_LIMIT, "two cores cannot hand a cache line there and back "
+                    "in under 2 ns", round_trip_times),)
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> list[int]:
         """The CPUs to measure: the given ones if they are online, else all online CPUs."""

@@ -19,6 +19,7 @@ from ...sequential import DECIDED, MAX_RUNS, Plan, Race, race
 from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
+from ..bounds import NO_LIMIT, Bound
 from . import noise, oslat, recorded, tracepoints
 from .completions import SOURCE_DIR, block_plan, disk_plan, judge_block, measure_block
 from .procstat import read_table
@@ -108,6 +109,16 @@ def per_op(samples: list[dict[str, Any]], op: str, process: str, row: str, cpu: 
     return [s["interrupts"][row][str(cpu)] / s["ops"] for s in samples if s["op"] == op and s["process"] == process]
 
 
+def operation_times(result: dict[str, Any]) -> list[float]:
+    """ns per aggressor operation in every bystander run of a result."""
+    return [s["elapsed_ns"] / s["ops"] for s in result["bystander"]["samples"]]
+
+
+def read_times(result: dict[str, Any]) -> list[float]:
+    """ns per 4 KiB read in every block run of a result (none when part 2 was skipped)."""
+    return [s["elapsed_ns"] / s["reads"] for s in result.get("block", {}).get("samples", [])]
+
+
 def gaps_per_op(samples: list[dict[str, Any]], op: str, process: str) -> list[float]:
     return [s["victim_gaps"] / s["ops"] for s in samples if s["op"] == op and s["process"] == process]
 
@@ -144,6 +155,13 @@ class FirstCoreIpi(Lab):
     CANNOT_SHOW = ("Any machine with two CPUs shows part 1, in a VM too: `perflab run first-core-ipi --vm default`; "
                    "`--vm numa2` shows part 2 as well, on a one-queue scratch disk across two sockets, and `--vm wide` "
                    "the osnoise hunt")
+    # Every operation is at least one system call (munmap also maps and writes a page): entering and leaving the
+    # kernel alone takes ~100 cycles, and no core clocks above ~6 GHz. Every read is O_DIRECT: a request through
+    # the block layer to the device and back on an interrupt, microseconds even on the fastest NVMe.
+    BOUNDS = (Bound("time per operation (ns)", 20, NO_LIMIT, "each is a system call, which takes at least "
+                    "~100 cycles", operation_times),
+              Bound("time per 4 KiB read (ns)", 500, NO_LIMIT, "each goes to the disk and back on an interrupt",
+                    read_times))
 
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
         """`runs` caps part 1's race and sets part 2's rounds; a confidence interval needs two."""

@@ -12,6 +12,7 @@ from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
+from ..bounds import NO_LIMIT, Bound
 from .programs import PMU_EVENTS, Aggressor, pmu_events, run_victim, timeline, victim_argv
 
 SOURCE_DIR = "labs/02-inclusive-llc"
@@ -136,6 +137,16 @@ def judge_sweep(ns_per_access: dict[str, list[float]], alpha: float = ALPHA,
 # ANCHOR_END: judge
 
 
+def access_times(result: dict[str, Any]) -> list[float]:
+    """The victim's ns per access in every run of a sweep, and along its timeline."""
+    return ([ns for runs in result.get("ns_per_access", {}).values() for ns in runs]
+            + list((result.get("timeline") or {}).get("ns_per_access", [])))
+
+
+def aggressor_bandwidths(result: dict[str, Any]) -> list[float]:
+    return [gbps for periods in result.get("aggressor_gb_per_s", {}).values() for gbps in periods]
+
+
 def outcome(expected: str, verdict: str) -> str:
     """Prediction against measurement, in words."""
     seen = {"reproduced": "slowdown", "not-reproduced": "no slowdown"}.get(verdict)
@@ -195,6 +206,12 @@ class InclusiveLLC(Lab):
                "real LLC: a surprise here may be the host's doing")
     CANNOT_SHOW = ("The simulator in the notebook shows the mechanism on any machine; a multi-core machine "
                    "(bare metal, or a KVM guest on one) can measure it")
+    # The victim chases pointers, so an access waits for an L1 hit at best: 3+ cycles on any core, and no core
+    # clocks above ~6 GHz. The aggressor is one core streaming: at most three 64-byte loads a cycle.
+    BOUNDS = (Bound("time per access (ns)", 0.4, NO_LIMIT, "a dependent load waits at least an L1 hit, about "
+                    "0.5 ns on the fastest core", access_times),
+              Bound("aggressor's bandwidth (GB/s)", 0, 1200, "one core cannot load more than three 64-byte lines "
+                    "a cycle at 6 GHz", aggressor_bandwidths))
 
     # ANCHOR: choose_cpus
     def choose_cpus(self, machine: Machine, cpus: list[int] | None = None) -> Pair:

@@ -17,6 +17,7 @@ from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import Lab
+from ..bounds import NO_LIMIT, Bound
 from . import layout
 
 SOURCE_DIR = "labs/06-loop-alignment"
@@ -187,6 +188,14 @@ def decide(ns_per_iter: dict[str, list[float]], fast: int, slow: int, alpha: flo
 # ANCHOR_END: confirm
 
 
+def iteration_times(result: dict[str, Any]) -> list[float]:
+    """ns per iteration of every timed run in a result: a sweep's and its confirmation's, or the seed's builds'."""
+    if result["kind"] == "seed":
+        return [t for times in result["ns_per_iter"].values() for t in times]
+    confirmed = (result.get("confirmation") or {}).get("race", {}).get("values", {})
+    return [s["ns_per_iter"] for s in result["samples"]] + [t for times in confirmed.values() for t in times]
+
+
 def rates(ns_per_iter: list[float]) -> list[float]:
     """Iterations per nanosecond: higher is better, as judge_change expects."""
     return [1 / t for t in ns_per_iter]
@@ -212,6 +221,10 @@ class LoopAlignment(Lab):
                     seed_iterations=100_000_000, seed_runs=15)
     OPTIONS = {"loop": LOOPS}
     EMULATED = "an emulated CPU has no front end whose fetch lines or uop cache the offsets could cross"
+    # An iteration takes a cycle at least: each adds 1 to the counter the last one wrote (the alu loop is six
+    # instructions; the call loop has a call and a return besides), and no core clocks above ~6 GHz: 0.16 ns.
+    BOUNDS = (Bound("time per iteration (ns)", 0.1, NO_LIMIT, "no loop iteration takes under a cycle of the "
+                    "fastest clock", iteration_times),)
 
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
         """`runs` sets the sweep's rounds and the seed's runs, and at most twice as many confirmation rounds."""

@@ -26,6 +26,7 @@ from ...runner import run_records
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
+from ..bounds import NO_LIMIT, Bound
 from .model import MIN_EFFECT, cap_mops, decide, fit
 from .program import ARMS, FIT_KS, Settings, binary, measure_placement, program_argv
 
@@ -96,6 +97,11 @@ def measure_race(placement: Placement, settings: Settings, progress: bool) -> di
     return {"race": raced.to_json(), "samples": [s for s in samples if s["round"] >= raced.first_kept]}
 
 
+def operation_times(result: dict[str, Any]) -> list[float]:
+    """ns per operation of every timed repeat in a result's race (none in a placement-only result)."""
+    return [s["ns_per_op"] for s in result.get("coherence", {}).get("samples", [])]
+
+
 def remote_effect(values: dict[str, list[float]], alpha: float):
     """Is the write arm faster with the line homed on the threads' node than on the other?"""
     verdict, _, effect = judge_change("write arm, line on the threads' node vs the other node", values[REMOTE],
@@ -124,6 +130,10 @@ class NumaStaticData(Lab):
     CANNOT_SHOW = ("Two CPUs show the shared line's cost; placement needs two NUMA nodes: "
                    "`perflab run numa-static-data --vm numa2`; remote against local throughput needs a real "
                    "two-socket machine.")
+    # Every operation's private work is 8 dependent multiply-xorshift steps (shift, xor, multiply: 5+ cycles
+    # each), 40 cycles before any touch of the global, and no core clocks above ~6 GHz.
+    BOUNDS = (Bound("time per operation (ns)", 5, NO_LIMIT, "each operation's private work is a chain of 40 "
+                    "cycles", operation_times),)
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> Placement:
         """-C gives the threads' CPUs (two or more); by default two CPUs of the first node, the last online."""

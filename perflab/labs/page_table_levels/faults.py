@@ -47,6 +47,15 @@ def fault_around(sample: dict[str, Any]) -> float:
 # ANCHOR_END: per_fault
 
 
+def result_samples(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every round of faults in a result: a native run's, or every boot's in the VMs (the rounds hinted high too)."""
+    if result["kind"] == "native":
+        return [s for run in result["runs"] for s in run["samples"]]
+    vms = result["vms"]
+    return ([s for boot in vms["boots"] for s in boot["samples"]]
+            + [s for arm in vms.get("hinted_high", {}).values() for s in arm["samples"]])
+
+
 def faults_argv(binary: str, mode: str, settings: Settings, cpu: int | None = None) -> list[str]:
     argv = [binary, "-m", mode, "-p", str(settings.pages), "-r", str(settings.fault_rounds)]
     return argv + (["-c", str(cpu)] if cpu is not None else [])
