@@ -4,6 +4,8 @@ every way around it that was found by hand now fails, and cells are named as the
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -283,6 +285,30 @@ def test_the_manifests_budget_covers_the_whole_notebook(tmp_path, monkeypatch):
         "each cell alone fits in the budget, both do not"
 
 
+def test_waiting_for_the_measurement_queue_does_not_spend_the_budget(tmp_path):
+    """A notebook that waits 8 s for another process's measurement, then runs 1 s, fits a budget of 5 s (in a busy
+    class a learner's grade waited minutes in line); one that runs 8 s does not, and is told."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fcntl.flock(os.open(os.environ['PERFLAB_LOCK'], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)\n"
+                               "print('held', flush=True)\ntime.sleep(8)"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    path = tmp_path / "queued.ipynb"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("from perflab.lock import measurement_lock\nimport time\n"
+                                                "with measurement_lock('a measurement'):\n    time.sleep(1)\n"
+                                                "placement = [5, 6, 7, 8]")]
+    nbformat.write(notebook, path)
+    try:
+        report = grade(PINNING.name, path, timeout=5)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not report.cell_errors, report.cell_errors
+    path.write_text(path.read_text().replace("time.sleep(1)", "time.sleep(8)"))
+    report = grade(PINNING.name, path, timeout=5)
+    assert report.cell_errors[0].startswith("code cell 1 was still running when the grade's budget of 5 s ran out")
+
+
 def test_the_check_button_grades_within_the_exercises_budget(monkeypatch):
     import subprocess
 
@@ -324,7 +350,7 @@ def test_a_workshop_regrade_runs_the_learners_code_as_the_learner_not_root(tmp_p
             os.chown(path, nobody.pw_uid, nobody.pw_gid)
         learner = pwd.struct_passwd((*nobody[:5], str(home), nobody.pw_shell))  # nobody, with this home
         monkeypatch.setattr(regrade.pwd, "getpwnam", lambda user: learner)
-        workshop = roster.Workshop("127.0.0.1", 1, 2, 3, 4, "", "", "", lock=str(home / "measure.lock"))
+        workshop = roster.Workshop("127.0.0.1", 1, 2, 3, 4, "", "", "", turns=str(home / "turns.sock"))
         outcome = regrade.grade_as_learner("alice", PINNING.name, workshop)
         assert outcome["status"] == PASSED, outcome
         assert (home / "uid").read_text() == str(nobody.pw_uid)

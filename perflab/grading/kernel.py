@@ -14,13 +14,17 @@ from __future__ import annotations
 import ast
 import hmac
 import json
+import os
 import secrets
+import signal
 import tempfile
+import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import PerflabError
 
@@ -140,6 +144,50 @@ def unsealed(path: Path, key: bytes) -> tuple[dict, str | None]:
     return exported, None
 
 
+class Budget:
+    """A grade's budget: seconds of the notebook's own running. Time its kernel waited for its turn in the
+    measurement queue (perflab.lock writes it to `waited_path`) does not count: in a busy class it can be minutes."""
+
+    def __init__(self, seconds: float, waited_path: Path):
+        self.seconds, self.waited_path, self.spent = seconds, waited_path, False
+        self.started = time.monotonic()
+
+    def waited(self) -> float:
+        """Seconds waited so far, the wait under way included (see perflab.lock's _noting_wait)."""
+        try:
+            total, *since = (float(word) for word in self.waited_path.read_text().split())
+        except (OSError, ValueError):
+            return 0.0
+        return total + (time.monotonic() - since[0] if since else 0.0)
+
+    def waits(self) -> str:
+        waited = self.waited()
+        return f" (not counting {waited:.0f} s waiting for the measurement queue)" if waited >= 1 else ""
+
+    @contextmanager
+    def enforced(self, stop: Callable[[], None]):
+        """Call `stop` (which kills the kernel) once the running time, waits left out, passes the budget."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.25):
+                if time.monotonic() - self.started - self.waited() > self.seconds:
+                    self.spent = True
+                    try:
+                        stop()
+                    except (AttributeError, OSError):  # no kernel yet, or it has just ended
+                        continue
+                    return
+
+        watcher = threading.Thread(target=watch, name="perflab-grade-budget", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
+            watcher.join()
+
+
 def kernel_config(folder: str):
     """Unix sockets in the grading's own folder: no TCP port, and no "running over TCP without encryption"."""
     from traitlets.config import Config
@@ -156,7 +204,7 @@ def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[
     all of it within `budget_s` seconds; return its answers and cell errors. The notebook becomes the run's."""
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import DeadKernelError
 
     names = cell_names(notebook)
     kept = graded_cells(notebook)
@@ -171,22 +219,22 @@ def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[
         export = nbformat.v4.new_code_cell(f"_perflab_export({functions!r}, {str(out)!r})")
         notebook.cells = [setup, *(c for _, c in kept), export]
         running = []  # the index in notebook.cells of the cell that started last
-        deadline = time.monotonic() + budget_s
 
         def started(cell, cell_index, **_):
             running.append(cell_index)
 
         client = NotebookClient(notebook, kernel_name="python3", allow_errors=True, config=kernel_config(grading),
-                                timeout_func=lambda _cell: max(deadline - time.monotonic(), 0.01),
                                 resources={"metadata": {"path": str(folder)}}, on_cell_execute=started)
+        budget = Budget(budget_s, Path(grading) / "waited")
         errors = []
         try:
-            client.execute()
-        except CellTimeoutError:
-            errors.append(f"{_named(running, kept, names)} was still running when the grade's budget of "
-                          f"{budget_s:.0f} s ran out, and was stopped: an endless loop? Nothing after it ran")
+            with budget.enforced(lambda: os.kill(client.km.provisioner.pid, signal.SIGKILL)):
+                client.execute(env={**os.environ, "PERFLAB_WAITED": str(budget.waited_path)})
         except DeadKernelError:
-            errors.append(f"the kernel died while running {_named(running, kept, names)} (a crash, or os._exit): "
+            errors.append(f"{_named(running, kept, names)} was still running when the grade's budget of "
+                          f"{budget_s:.0f} s ran out{budget.waits()}, and was stopped: an endless loop? Nothing after "
+                          "it ran" if budget.spent else
+                          f"the kernel died while running {_named(running, kept, names)} (a crash, or os._exit): "
                           "nothing after it ran")
         errors += [f"{names[i]}: {o.ename}: {o.evalue}" for i, c in kept if c.cell_type == "code"
                    for o in c.get("outputs", []) if o.output_type == "error"]
