@@ -107,7 +107,6 @@ def raw_samples(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for run in result["runs"] for s in run["samples"] if not s.get("warmup")]
 
 
-# ANCHOR: relation
 def relation(machine: Machine, a: int, b: int) -> str:
     """How two CPUs are related in the probe's topology, from closest to farthest."""
     if b in machine.cpu(a)["smt_siblings"]:
@@ -117,7 +116,6 @@ def relation(machine: Machine, a: int, b: int) -> str:
     if any(a in group and b in group for group in machine.llc_groups()):
         return "same-llc"
     return "different-llc"
-# ANCHOR_END: relation
 
 
 def topology_agreement(analysis: dict[str, Any], machine: Machine, cpus: list[int]) -> list[str]:

@@ -51,7 +51,6 @@ def run_arm(program: Path, cpus: list[int], arm: str, k: int, settings: Settings
 
 # ---------------------------------------------------------------- placement: where first touch puts .bss
 
-# ANCHOR: launches
 def launches(node_cpus: dict[int, list[int]]) -> list[dict[str, Any]]:
     """Four launches of the program, each with the node its global's page should end on, and why."""
     (home, home_cpus), (far, far_cpus) = sorted(node_cpus.items())[:2]
@@ -67,7 +66,6 @@ def launches(node_cpus: dict[int, list[int]]) -> list[dict[str, Any]]:
         {"name": f"pinned to node {far}, then mbind to node {home}", "launcher": on_far, "move_to": home,
          "expected": home, "why": "mbind(MPOL_MF_MOVE) migrates a page that is already there"},
     ]
-# ANCHOR_END: launches
 
 
 def measure_placement(program: Path, node_cpus: dict[int, list[int]]) -> list[dict[str, Any]]:
