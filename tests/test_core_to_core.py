@@ -118,6 +118,7 @@ def test_quick_run_ends_in_a_verdict_with_raw_results(isolated_state):
     assert saved["machine"]["cpu_model"] and lab.raw_samples(saved)
     if len(ONLINE) == 2:
         assert verdict["verdict"] == "cannot-show"
+        assert "95% CI" in verdict["reason"] and "range" in verdict["reason"], "the one pair comes with its spread"
         assert "5950X" in " ".join(verdict["notes"]), "a small machine is pointed to recorded data"
         matrix = from_result(saved)
         assert matrix.cpus == ONLINE and matrix.latency(*ONLINE) > 0

@@ -5,11 +5,12 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ... import stats
 from ...build import ensure_built
 from ...errors import PerflabError
+from ...lock import measurement_lock
 from ...runner import run_records
 
 SOURCE_DIR = "labs/05-numa-static-data"
@@ -47,6 +48,19 @@ def run_arm(program: Path, cpus: list[int], arm: str, k: int, settings: Settings
     ns_per_op = stats.median([s["ns_per_op"] for s in timed])
     return {"arm": arm, "k": k, "ns_per_op": ns_per_op, "mops": len(cpus) * 1000 / ns_per_op,
             "samples": samples}
+
+
+def write_costs(cpus: list[int], ks: Sequence[int], rounds: int, ops: int, repeats: int) -> dict[int, list[float]]:
+    """ns per operation per thread of the write arm at one write every K operations, for each K: one value per
+    run (see run_arm), `rounds` runs of each K in rotated order, so that a drift of the machine hits every K."""
+    one_run = Settings(rounds_per_look=1, max_rounds=1, budget_s=0, ops=ops, repeats=repeats)  # no race: one run
+    program = binary()
+    costs: dict[int, list[float]] = {k: [] for k in ks}
+    with measurement_lock("perflab numa-static-data: write costs"):
+        for r in range(rounds):
+            for k in [*ks[r % len(ks):], *ks[:r % len(ks)]]:
+                costs[k].append(run_arm(program, cpus, "write", k, one_run)["ns_per_op"])
+    return costs
 
 
 # ---------------------------------------------------------------- placement: where first touch puts .bss
