@@ -97,12 +97,10 @@ def mean(xs: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-# ANCHOR: harmonic_mean
 def harmonic_mean(xs: Sequence[float]) -> float:
     """Harmonic mean of positive values: the right average for rates (ops/s) over equal work."""
     values = _positive(xs, 1, "a harmonic mean")
     return len(values) / math.fsum(1.0 / x for x in values)
-# ANCHOR_END: harmonic_mean
 
 
 def geometric_mean(xs: Sequence[float]) -> float:
@@ -188,7 +186,6 @@ def mean_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float
     return m - half, m + half
 
 
-# ANCHOR: harmonic_mean_ci
 def harmonic_mean_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """CI for the harmonic mean of positive rates: a t interval on 1/x (time per op), inverted.
 
@@ -199,7 +196,6 @@ def harmonic_mean_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[flo
     values = _positive(xs, 2, "a confidence interval")
     low, high = mean_ci([1.0 / x for x in values], confidence)
     return 1.0 / high, (1.0 / low if low > 0 else math.inf)
-# ANCHOR_END: harmonic_mean_ci
 
 
 def _resampled(rng: np.random.Generator, x: np.ndarray, statistic: Callable, count: int) -> np.ndarray:

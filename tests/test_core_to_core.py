@@ -14,7 +14,7 @@ from perflab.errors import PerflabError
 from perflab.labs.core_to_core import LAB
 from perflab.labs.core_to_core import run as lab
 from perflab.labs.core_to_core.advisor import analyze
-from perflab.labs.core_to_core.figures import figures
+from perflab.labs.core_to_core.figures import figures, heatmap
 from perflab.labs.core_to_core.matrix import from_result, load
 from perflab.probe import probe
 from perflab.runner import Run
@@ -118,6 +118,7 @@ def test_quick_run_ends_in_a_verdict_with_raw_results(isolated_state):
     assert saved["machine"]["cpu_model"] and lab.raw_samples(saved)
     if len(ONLINE) == 2:
         assert verdict["verdict"] == "cannot-show"
+        assert "95% CI" in verdict["reason"] and "range" in verdict["reason"], "the one pair comes with its spread"
         assert "5950X" in " ".join(verdict["notes"]), "a small machine is pointed to recorded data"
         matrix = from_result(saved)
         assert matrix.cpus == ONLINE and matrix.latency(*ONLINE) > 0
@@ -146,6 +147,16 @@ def test_figures_for_a_recorded_matrix_result(isolated_state):
     shown = figures(Verdict(LAB.name, "cannot-show", "test", result=result))
     assert [title for title, _ in shown][0].startswith("Measured one-way latency")
     assert len(shown) == 2, "heatmap and the recorded example; a 32-CPU matrix has too many pairs to draw round by round"
+
+
+def test_heatmap_says_when_its_cpus_are_not_in_numbering_order():
+    """A lab about CPU numbering: the reordered axes (the 5950X's siblings 0,16 side by side) say so."""
+    recorded = load(lab.RECORDED_EXAMPLE)
+    reordered = heatmap(recorded, analyze(recorded)).axes[0]
+    assert [t.get_text() for t in reordered.get_xticklabels()][:2] == ["0", "16"]
+    assert "not Linux numbering" in reordered.get_xlabel() and "not Linux numbering" in reordered.get_ylabel()
+    numbered = heatmap(recorded).axes[0]  # no structure recovered: the CPUs stay in numbering order
+    assert numbered.get_xlabel() == numbered.get_ylabel() == "CPU"
 
 
 def test_recovered_levels_agree_with_the_probe_on_a_5950x():

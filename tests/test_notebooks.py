@@ -1,5 +1,5 @@
 """Lab notebooks run headless, top to bottom, in quick mode, as a learner's kernel would run them: the learner's
-copy in the workspace, saved with its outputs, and git sees no change."""
+copy in the workspace, saved with its outputs, and git sees no change; what they print shows no exercise's answer."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from answer_leaks import exercise_answers, notebook_text, shown_in
 from conftest import REPO, without_guest_image
 from perflab import workspace
 
@@ -34,6 +35,7 @@ def test_lab_notebook_runs_in_quick_mode(path, monkeypatch, tmp_path):
     assert len(images) >= 2, "the notebook draws the topology and at least one measured plot"
     text = " ".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
     assert any(v in text for v in ("reproduced", "not-reproduced", "inconclusive", "cannot-show"))
+    assert [str(a) for a in shown_in(notebook_text(notebook), exercise_answers())] == []
 
 
 def test_lab_notebooks_are_short_and_import_the_package():

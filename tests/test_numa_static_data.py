@@ -12,7 +12,7 @@ from perflab.build import ensure_built
 from perflab.grading import FAILED, PASSED, Answers
 from perflab.labs.numa_static_data import hunt as hunting
 from perflab.labs.numa_static_data.model import cap_mops, decide, fit, predict, throughput_mops
-from perflab.labs.numa_static_data.program import SOURCE_DIR, Settings, binary, launches, run_arm
+from perflab.labs.numa_static_data.program import SOURCE_DIR, Settings, binary, launches, run_arm, write_costs
 from perflab.labs.numa_static_data.recorded import slow_fraction, source_cap
 from tests.conftest import run_cli
 
@@ -28,6 +28,15 @@ def test_every_arm_runs_and_reports_its_placement():
                           capture_output=True, text=True, check=True)
     placement = next(json.loads(line) for line in done.stdout.splitlines() if '"placement"' in line)
     assert placement["symbol"] == "shared_sentinel" and placement["node"] == 0 and placement["moved_to"] == 0
+
+
+def test_write_costs_give_one_value_per_run_in_rotated_order(monkeypatch):
+    """What the cap-model notebook shows with its spread: every run's value, no write rate always first."""
+    ran = []
+    monkeypatch.setattr("perflab.labs.numa_static_data.program.run_arm",
+                        lambda program, cpus, arm, k, settings: ran.append((arm, k, settings.ops)) or {"ns_per_op": k})
+    assert write_costs([0, 1], (1, 8), rounds=3, ops=1000, repeats=2) == {1: [1, 1, 1], 8: [8, 8, 8]}
+    assert [k for _, k, _ in ran] == [1, 8, 8, 1, 1, 8] and {(arm, ops) for arm, _, ops in ran} == {("write", 1000)}
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -15,6 +15,7 @@ from ...paths import DATA_DIR, REPO_ROOT
 from ...probe import Machine
 from ...runner import Config, Run, interleave, run_once
 from ...sequential import DECIDED, Plan, Race, race
+from ...text import median_with_spread
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
 from ..bounds import NO_LIMIT, Bound
@@ -108,7 +109,6 @@ def raw_samples(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for run in result["runs"] for s in run["samples"] if not s.get("warmup")]
 
 
-# ANCHOR: relation
 def relation(machine: Machine, a: int, b: int) -> str:
     """How two CPUs are related in the probe's topology, from closest to farthest."""
     if b in machine.cpu(a)["smt_siblings"]:
@@ -118,7 +118,6 @@ def relation(machine: Machine, a: int, b: int) -> str:
     if any(a in group and b in group for group in machine.llc_groups()):
         return "same-llc"
     return "different-llc"
-# ANCHOR_END: relation
 
 
 def topology_agreement(analysis: dict[str, Any], machine: Machine, cpus: list[int]) -> list[str]:
@@ -260,9 +259,9 @@ class CoreToCore(Lab):
         cpus, analysis = result["matrix"]["cpus"], result["analysis"]
         notes = list(result["notes"]) + analysis["notes"] + topology_agreement(analysis, machine, cpus)
         if len(cpus) == 2:
-            median = from_result(result).latency(*cpus)
+            one_way = median_with_spread([s["one_way_ns"] for s in raw_samples(result)], "ns", 0)
             return Verdict(self.name, "cannot-show",
-                           f"only two CPUs ({cpus[0]},{cpus[1]}) to measure: one pair, {median:.0f} ns one way, and "
+                           f"only two CPUs ({cpus[0]},{cpus[1]}) to measure: one pair, one way {one_way}, and "
                            f"nothing to compare it with. {self.CANNOT_SHOW}.", notes=notes + [recorded_example()])
         sequential, best = result["pairs"]["sequential"], result["pairs"]["best"]
         if "rates" not in result:

@@ -32,7 +32,6 @@ def observation(row: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
     return next(o for o in (data or load())["observations"] if o["row"] == row and "hot_count" in o)
 
 
-# ANCHOR: ratio
 def hot_ratio(found: dict[str, Any]) -> tuple[float, float]:
     """How many times the hot CPU's count exceeds the other CPUs': (at least, at most).
 
@@ -40,4 +39,3 @@ def hot_ratio(found: dict[str, Any]) -> tuple[float, float]:
     count, and so the median's, lies between: the ratio to the median core is in this interval.
     """
     return found["hot_count"] / found["others_max"], found["hot_count"] / found["others_min"]
-# ANCHOR_END: ratio

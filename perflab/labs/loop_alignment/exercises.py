@@ -32,7 +32,6 @@ LAYOUT_FLAG_PREFIXES = ("-falign-", "-fno-align-", "-Wa,-mbranches-within-32B-bo
                         "-DPADDING=")
 
 
-# ANCHOR: slow_build
 def exercise_slow_build(compiler: str = "gcc") -> Variant:
     """The build of checksum.c whose loop-closing jump straddles a 64-byte line, for this compiler.
 
@@ -48,7 +47,6 @@ def exercise_slow_build(compiler: str = "gcc") -> Variant:
         raise PerflabError(f"{compiler} laid out checksum.c differently than expected (jump at {loop.branch.address:#x}); "
                            "report this with `perflab probe --json` and your compiler version")
     return slow
-# ANCHOR_END: slow_build
 
 
 def with_fix(slow: Variant, fix_flags: list[str]) -> Variant:

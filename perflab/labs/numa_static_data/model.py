@@ -17,7 +17,6 @@ def decide(values: dict[str, list[float]], alpha: float = ALPHA) -> tuple[str, E
 # ANCHOR_END: decide
 
 
-# ANCHOR: model
 def fit(k1: float, ns1: float, k2: float, ns2: float) -> tuple[float, float]:
     """(base, per_write) in ns from two write rates, with ns per operation = base + per_write / K:
     each thread writes the shared line once every K operations, and each write waits per_write ns."""
@@ -32,12 +31,11 @@ def predict(base: float, per_write: float, k: float) -> float:
 
 def cap_mops(per_write: float, writes_per_op: float) -> float:
     """Machine-wide million operations per second that one line can serve, however many cores: its writes
-    happen one after another, each holding the line per_write ns (the source: ~2,000 cycles at 3 GHz, 3 writes
-    per query, 500 k queries/s)."""
+    happen one after another, each holding the line per_write ns (the source's model: ~2,000 cycles at 3 GHz, 3
+    writes per query)."""
     return 1000 / (per_write * writes_per_op)
 
 
 def throughput_mops(threads: int, base: float, per_write: float, k: float) -> float:
     """The model's machine-wide throughput: each thread at its private pace (base), until the line's cap."""
     return min(threads * 1000 / base, cap_mops(per_write, 1 / k))
-# ANCHOR_END: model

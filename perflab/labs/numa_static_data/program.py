@@ -5,11 +5,12 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ... import stats
 from ...build import ensure_built
 from ...errors import PerflabError
+from ...lock import measurement_lock
 from ...runner import run_records
 
 SOURCE_DIR = "labs/05-numa-static-data"
@@ -49,9 +50,21 @@ def run_arm(program: Path, cpus: list[int], arm: str, k: int, settings: Settings
             "samples": samples}
 
 
+def write_costs(cpus: list[int], ks: Sequence[int], rounds: int, ops: int, repeats: int) -> dict[int, list[float]]:
+    """ns per operation per thread of the write arm at one write every K operations, for each K: one value per
+    run (see run_arm), `rounds` runs of each K in rotated order, so that a drift of the machine hits every K."""
+    one_run = Settings(rounds_per_look=1, max_rounds=1, budget_s=0, ops=ops, repeats=repeats)  # no race: one run
+    program = binary()
+    costs: dict[int, list[float]] = {k: [] for k in ks}
+    with measurement_lock("perflab numa-static-data: write costs"):
+        for r in range(rounds):
+            for k in [*ks[r % len(ks):], *ks[:r % len(ks)]]:
+                costs[k].append(run_arm(program, cpus, "write", k, one_run)["ns_per_op"])
+    return costs
+
+
 # ---------------------------------------------------------------- placement: where first touch puts .bss
 
-# ANCHOR: launches
 def launches(node_cpus: dict[int, list[int]]) -> list[dict[str, Any]]:
     """Four launches of the program, each with the node its global's page should end on, and why."""
     (home, home_cpus), (far, far_cpus) = sorted(node_cpus.items())[:2]
@@ -67,7 +80,6 @@ def launches(node_cpus: dict[int, list[int]]) -> list[dict[str, Any]]:
         {"name": f"pinned to node {far}, then mbind to node {home}", "launcher": on_far, "move_to": home,
          "expected": home, "why": "mbind(MPOL_MF_MOVE) migrates a page that is already there"},
     ]
-# ANCHOR_END: launches
 
 
 def measure_placement(program: Path, node_cpus: dict[int, list[int]]) -> list[dict[str, Any]]:

@@ -21,13 +21,11 @@ def load() -> dict[str, Any]:
     return json.loads(SOURCE.read_text())
 
 
-# ANCHOR: source_cap
 def source_cap(data: dict[str, Any] | None = None) -> float:
     """Queries per second one remotely homed line allows: the article's model, recomputed."""
     model = (data or load())["model"]
     seconds_per_write = model["cycles_per_remote_write"] / (model["ghz"] * 1e9)
     return 1 / (seconds_per_write * model["writes_per_query"])
-# ANCHOR_END: source_cap
 
 
 def slow_fraction(data: dict[str, Any] | None = None) -> tuple[float, float]:

@@ -34,12 +34,10 @@ POWER_NEEDED = 0.8
 
 # ---------------------------------------------------------------- the fifth level's cost per fault
 
-# ANCHOR: extra
 def extra_per_fault(boots: list[dict[str, Any]]) -> float:
     """Mean over 5-level boots minus mean over 4-level boots of each boot's cheapest cost per anonymous fault."""
     by_levels = {levels: [boot_cost(b) for b in boots if b["paging_levels"] == levels] for levels in (5, 4)}
     return stats.mean(by_levels[5]) - stats.mean(by_levels[4])
-# ANCHOR_END: extra
 
 
 def synthetic_boots(rng: random.Random) -> list[dict[str, Any]]:
@@ -121,7 +119,6 @@ def fault_around_check(ns: Answers) -> list[Check]:
 
 # ---------------------------------------------------------------- would 30 boots resolve it?
 
-# ANCHOR: power
 def power(costs: list[float], n: int, effect: float, alpha: float = 0.05) -> float:
     """Power of a two-sided two-sample t-test, n runs per mode, to see a relative `effect` at the spread of `costs`."""
     d = effect / stats.coefficient_of_variation(costs)  # the effect in standard deviations
@@ -130,7 +127,6 @@ def power(costs: list[float], n: int, effect: float, alpha: float = 0.05) -> flo
     shift = d * math.sqrt(n / 2)  # noncentrality of the t statistic
     # |t| beyond t_crit on either side; the lower tail as the upper tail of -t (scipy's cdf is NaN far out)
     return float(sps.nct.sf(t_crit, df, shift) + sps.nct.sf(t_crit, df, -shift))
-# ANCHOR_END: power
 
 
 def fresh_spreads() -> list[list]:
