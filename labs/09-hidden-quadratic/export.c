@@ -42,7 +42,6 @@ __attribute__((noinline)) int format_record(const struct record *r, char *line)
     return snprintf(line, MAX_LINE, "%u,%u,%u,%u\n", r->id, r->src, r->dst, r->bytes);
 }
 
-// ANCHOR: write_csv
 __attribute__((noinline)) size_t write_csv(const struct record *records, long n, char *text)
 {
     char line[MAX_LINE];
@@ -53,7 +52,6 @@ __attribute__((noinline)) size_t write_csv(const struct record *records, long n,
     }
     return strlen(text);
 }
-// ANCHOR_END: write_csv
 
 static uint64_t digest(const char *text, size_t length)
 {

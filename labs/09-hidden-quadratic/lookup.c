@@ -17,7 +17,7 @@
 #include "perflab_bench.h"
 
 #define MAX_SIZES 32
-#define KEYS 4096 /* random keys to look up, cycled */
+#define KEYS 16384 /* random keys, looked up in turn across batches: too long a sequence for a predictor to learn */
 #define BATCH_WORK 65536 /* a timed batch does about this many steps: n/2 per lookup at most */
 #define MAX_BATCHES 100000
 
@@ -123,10 +123,12 @@ static void build(struct structures *s, long n, uint64_t *seed)
     s->list = &s->list_pool[s->slot[0]];
 }
 
-static long batch(const struct structures *s, int kind, const int *keys, long count)
+/* `count` lookups of the keys from keys[*next] on; *next moves on, so no batch repeats the one before. */
+static long batch(const struct structures *s, int kind, const int *keys, long count, long *next)
 {
     long sum = 0;
-    for (long k = 0; k < count; k++) {
+    for (long i = 0; i < count; i++) {
+        long k = (*next + i) % KEYS;
         switch (kind) {
         case 0: sum += find_linear(s->array, s->n, keys[k]); break;
         case 1: sum += find_binary(s->array, s->n, keys[k]); break;
@@ -134,6 +136,7 @@ static long batch(const struct structures *s, int kind, const int *keys, long co
         default: sum += find_list(s->list, keys[k]);
         }
     }
+    *next = (*next + count) % KEYS;
     return sum;
 }
 
@@ -205,12 +208,13 @@ int main(int argc, char **argv)
         for (int k = 0; k < KEYS; k++)
             keys[k] = 2 * (int)(xorshift(&seed) % (uint64_t)s->n) + 1;
         long count = BATCH_WORK / s->n < 16 ? 16 : BATCH_WORK / s->n > KEYS ? KEYS : BATCH_WORK / s->n;
-        volatile long sum = batch(s, kind, keys, count); /* warm-up: caches and predictors as in the timed batches */
+        long next = 0;
+        volatile long sum = batch(s, kind, keys, count, &next); /* warm-up: caches and predictors as when timed */
         long batches = 0;
         uint64_t start = perflab_now_ns();
         do { /* many short batches, and their median: a batch the scheduler interrupted is an outlier, not the mean */
             uint64_t begin = perflab_now_ns();
-            sum += batch(s, kind, keys, count);
+            sum += batch(s, kind, keys, count, &next);
             batch_ns[batches++] = (double)(perflab_now_ns() - begin);
         } while (perflab_now_ns() - start < (uint64_t)min_ns && batches < MAX_BATCHES);
         printf("{\"type\":\"sample\",\"structure\":\"%s\",\"n\":%ld,\"lookups\":%ld,\"ns_per_lookup\":%.4f,\"checksum\":%ld}\n",

@@ -90,7 +90,6 @@ def sweep_result(rounds: int = 10, visit_ms: float = 1, progress: bool = True) -
     return result
 
 
-# ANCHOR: known_fix
 def known_fix(source: str) -> str:
     """Format each line straight after the last one: the text's length is kept, never searched for."""
     slow = ("    char line[MAX_LINE];\n    text[0] = '\\0';\n    for (long i = 0; i < n; i++) {\n"
@@ -99,7 +98,6 @@ def known_fix(source: str) -> str:
         raise PerflabError("export.c no longer has the loop the known fix rewrites; update known_fix()")
     return source.replace(slow, "    size_t length = 0;\n    text[0] = '\\0';\n    for (long i = 0; i < n; i++)\n"
                                 "        length += format_record(&records[i], text + length);\n    return length;\n")
-# ANCHOR_END: known_fix
 
 
 def known_wrong_fix(source: str) -> str:

@@ -55,7 +55,6 @@ def lookup_medians(samples: list[dict[str, Any]]) -> dict[str, dict[int, float]]
     return {k: {n: stats.median(v) for n, v in sorted(sizes.items())} for k, sizes in by.items()}
 
 
-# ANCHOR: crossover
 def crossover(sizes: list[int], linear: list[float], binary: list[float]) -> int | None:
     """The smallest size from which binary search is faster than the linear scan, at it and at every larger size;
     None if the scan is still faster at the largest size."""
@@ -65,7 +64,6 @@ def crossover(sizes: list[int], linear: list[float], binary: list[float]) -> int
             break
         found = n
     return found
-# ANCHOR_END: crossover
 
 
 def arm(kind: str, n: int) -> str:
