@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from ... import stats
@@ -93,7 +94,7 @@ def flame_graph(folded: dict[str, int], title: str = "", min_share: float = 0.00
         for name in sorted(children):
             width = children[name]["count"] / total
             if width >= min_share:
-                hue = 0.8 - 0.5 * (hash(name) % 100) / 100  # warm colours, stable per name within a run
+                hue = 0.8 - 0.5 * (zlib.crc32(name.encode()) % 100) / 100  # warm colours, the same for a name in every run
                 ax.add_patch(Rectangle((x, level), width, 0.95, facecolor=(1, hue, 0.2), edgecolor="white", linewidth=0.5))
                 if width > 0.04:
                     label = f"{name} {width:.0%}"
