@@ -356,7 +356,7 @@ class PowerLaw:
         """One-sided p-value that the true exponent is not above `exponent` (t test on the slope)."""
         if self.stderr == 0:
             return 0.0 if self.exponent > exponent else 1.0
-        return 1 - t_cdf((self.exponent - exponent) / self.stderr, self.df)
+        return float(scipy_stats().t.sf((self.exponent - exponent) / self.stderr, self.df))  # 1 - cdf, not rounded to 0
 
 
 # ANCHOR: power_law_fit
