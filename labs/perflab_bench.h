@@ -87,6 +87,19 @@ static inline void perflab_copy_file(const char *from, const char *to)
     close(out);
 }
 
+static inline int perflab_compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n values (sorts them in place). */
+static inline double perflab_median(double *values, long n)
+{
+    qsort(values, n, sizeof *values, perflab_compare_doubles);
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 static inline void perflab_print_meta(const char *bench)
 {
     printf("{\"type\":\"meta\",\"bench\":\"%s\",\"compiler\":\"%s\",\"cflags\":\"%s\"}\n",

@@ -12,6 +12,7 @@ import math
 import warnings
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -330,6 +331,54 @@ def cliffs_delta(a: Sequence[float], b: Sequence[float]) -> float:
     greater = sum(bisect_left(xa, y) for y in xb)
     less = sum(len(xa) - bisect_right(xa, y) for y in xb)
     return (greater - less) / (len(xa) * len(xb))
+
+
+# ---------------------------------------------------------------- fitting
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """time = prefactor * n ** exponent, fitted on log-log axes, with the exponent's confidence interval."""
+
+    exponent: float
+    low: float
+    high: float
+    prefactor: float
+    stderr: float  # of the exponent
+    df: int  # the residuals' degrees of freedom: points - 2
+    confidence: float
+
+    def p_above(self, exponent: float) -> float:
+        """One-sided p-value that the true exponent is not above `exponent` (t test on the slope)."""
+        if self.stderr == 0:
+            return 0.0 if self.exponent > exponent else 1.0
+        return float(scipy_stats().t.sf((self.exponent - exponent) / self.stderr, self.df))  # 1 - cdf, not rounded to 0
+
+
+# ANCHOR: power_law_fit
+def power_law_fit(sizes: Sequence[float], times: Sequence[float], confidence: float = 0.95) -> PowerLaw:
+    """Fit times = a * sizes ** k by least squares on log(time) against log(size).
+
+    The slope of the log-log line is the scaling exponent k: 1 for linear work, 2 for quadratic. Its
+    interval is Student's t on the slope's standard error. Pass every measurement (several per size), not
+    one mean per size, so the spread within a size counts.
+    """
+    _check_confidence(confidence)
+    x = [math.log(v) for v in _positive(sizes, 3, "a power-law fit")]
+    y = [math.log(v) for v in _positive(times, 3, "a power-law fit")]
+    if len(x) != len(y):
+        raise PerflabError(f"a power-law fit needs one time per size, got {len(x)} sizes and {len(y)} times")
+    mx, my = mean(x), mean(y)
+    sxx = math.fsum((a - mx) ** 2 for a in x)
+    if sxx == 0:
+        raise PerflabError("every size is the same, so no exponent can be fitted: measure at two sizes or more")
+    slope = math.fsum((a - mx) * (b - my) for a, b in zip(x, y)) / sxx
+    residual = math.fsum((b - my - slope * (a - mx)) ** 2 for a, b in zip(x, y))
+    df = len(x) - 2
+    stderr = math.sqrt(residual / df / sxx)
+    half = t_quantile((1 + confidence) / 2, df) * stderr
+    return PowerLaw(slope, slope - half, slope + half, math.exp(my - slope * mx), stderr, df, confidence)
+# ANCHOR_END: power_law_fit
 
 
 # ---------------------------------------------------------------- diagnostics

@@ -263,6 +263,31 @@ def test_instability_small_drift_is_not_reported():
     assert stats.instability_warnings(xs) == []
 
 
+# ---------------------------------------------------------------- fitting
+
+
+def test_power_law_fit_recovers_an_exact_power_law():
+    sizes = [1024, 4096, 16384, 65536]
+    fit = stats.power_law_fit(sizes, [3e-6 * n ** 2 for n in sizes])
+    assert fit.exponent == pytest.approx(2) and fit.prefactor == pytest.approx(3e-6)
+    assert fit.low == pytest.approx(2) and fit.high == pytest.approx(2), "no scatter, no width"
+    assert fit.p_above(1.5) < 1e-12 and fit.p_above(2.5) > 1 - 1e-12
+
+
+def test_power_law_fit_matches_scipys_linregress_on_log_log_data():
+    r = rng(7)
+    sizes = np.repeat([1000.0, 2000.0, 4000.0, 8000.0], 6)
+    times = 5e-3 * sizes ** 1.3 * np.exp(r.normal(0, 0.1, sizes.size))
+    fit = stats.power_law_fit(sizes, times, confidence=0.9)
+    ref = sps.linregress(np.log(sizes), np.log(times))
+    half = sps.t.ppf(0.95, sizes.size - 2) * ref.stderr
+    assert fit.exponent == pytest.approx(ref.slope) and fit.stderr == pytest.approx(ref.stderr)
+    assert (fit.low, fit.high) == pytest.approx((ref.slope - half, ref.slope + half))
+    assert fit.prefactor == pytest.approx(math.exp(ref.intercept)) and fit.df == sizes.size - 2
+    t = (ref.slope - 1.0) / ref.stderr
+    assert fit.p_above(1.0) == pytest.approx(sps.t.sf(t, sizes.size - 2))
+
+
 # ---------------------------------------------------------------- invalid input
 
 
@@ -296,6 +321,10 @@ def test_instability_small_drift_is_not_reported():
         (lambda: stats.tukey_outliers([]), "need at least 1 sample"),
         (lambda: stats.instability_warnings([]), "need at least 1 sample"),
         (lambda: stats.summarize([]), "need at least 1 sample"),
+        (lambda: stats.power_law_fit([1, 2], [1, 2]), "need at least 3 samples to compute a power-law fit"),
+        (lambda: stats.power_law_fit([1, 2, 3], [1, 2, 3, 4]), "one time per size"),
+        (lambda: stats.power_law_fit([5, 5, 5], [1, 2, 3]), "every size is the same"),
+        (lambda: stats.power_law_fit([1, 2, 3], [1, 0, 3]), "needs positive values"),
     ],
 )
 def test_invalid_input_raises_perflab_error(call, message):
