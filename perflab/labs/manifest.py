@@ -16,8 +16,8 @@ Schema (format_version 1):
     recorded    the recorded data it replays, or ""
     exercises   names from exercises/manifest.toml, in the order learners meet them
 
-The package of a lab is perflab/labs/<name with _ for ->/; perflab/labs/__init__.py
-says what it must hold.
+The package of a lab is perflab/labs/<name with _ for -, a leading digit spelled
+out>/ (paths.lab_package); perflab/labs/__init__.py says what it must hold.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..paths import LABS_DIR
+from ..paths import LABS_DIR, lab_package
 
 FORMAT_VERSION = 1
 MANIFEST = LABS_DIR / "manifest.toml"
@@ -68,7 +68,7 @@ class LabInfo:
 
     @property
     def package(self) -> str:
-        return f"perflab.labs.{self.name.replace('-', '_')}"
+        return f"perflab.labs.{lab_package(self.name)}"
 
     @property
     def chapter(self) -> str:
