@@ -13,6 +13,15 @@ BUILD_DIR = REPO_ROOT / "build"  # the labs' programs, built by make and read by
 RUN_BUILD_DIR = Path(os.environ.get("PERFLAB_BUILD_DIR") or BUILD_DIR)
 LABS_DIR = REPO_ROOT / "labs"
 DATA_DIR = Path(__file__).resolve().parent / "data"
+LAB_PACKAGES = Path(__file__).resolve().parent / "labs"
+DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def lab_package(name: str) -> str:
+    """The Python package of the lab named `name`, under perflab/labs/: its name with _ for -, and a leading
+    digit spelled out, since a module's name cannot start with one ('4k-aliasing' is four_k_aliasing)."""
+    package = name.replace("-", "_")
+    return f"{DIGITS[int(package[0])]}_{package[1:]}" if package[:1].isdigit() else package
 
 
 def results_dir() -> Path:

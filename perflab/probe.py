@@ -78,6 +78,13 @@ class Machine:
         fact = self.facts.get(name)
         return default if fact is None or fact.value is None else fact.value
 
+    def cpu_family(self) -> int | None:
+        """The CPU family /proc/cpuinfo reports (cpu_model's note says it): 6 for Intel's cores, 25 for AMD's
+        Zen 3 and Zen 4; None where it says none (another architecture, a recorded machine without it)."""
+        fact = self.facts.get("cpu_model")
+        found = re.match(r"family (\d+) ", fact.note or "") if fact else None
+        return int(found[1]) if found else None
+
     def emulated(self) -> bool:
         """QEMU's TCG runs this machine: every instruction recompiled, no caches or core distances of its own."""
         return (self.value("virtualization", {}).get("vendor") or "").startswith("TCG")

@@ -139,6 +139,19 @@ def test_answers_come_back_as_plain_data_only(tmp_path):
     assert "not plain data" in repr(answers["THING"])
 
 
+def test_a_function_answering_yes_or_no_is_checked_against_the_same_bool():
+    from perflab.grading import Answers
+    from perflab.grading.answers import function_check
+    from perflab.grading.kernel import FunctionAnswer
+
+    inputs = {"my_f": [[1], [2]]}
+    right = Answers({"my_f": FunctionAnswer("__main__", [False, True])}, inputs)
+    assert function_check(right, "my_f", lambda x: x == 2, 0).status == "passed"
+    for wrong in ([0, 1], [True, True]):  # numbers are not answers to a yes-or-no question
+        answers = Answers({"my_f": FunctionAnswer("__main__", wrong)}, inputs)
+        assert function_check(answers, "my_f", lambda x: x == 2, 0).status == "failed"
+
+
 def test_a_function_failing_on_inputs_that_are_not_numbers_is_reported():
     """A failing call on a list of records (lab 4's boots) is a FAILED check that shows the input, not a crash."""
     from perflab.grading import Answers

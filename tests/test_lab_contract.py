@@ -27,6 +27,7 @@ from perflab.cli import labtools
 from perflab.grading.manifest import load_manifest
 from perflab.labs import Bound, Lab, LabInfo, labs
 from perflab.labs.bounds import bound_problems
+from perflab.paths import lab_package
 from perflab.verdict import Verdict
 
 READY = [lab for lab in labs() if lab.ready]
@@ -39,7 +40,7 @@ MAX_LINES = 300
 
 def file_problems(lab: LabInfo, repo: Path = REPO) -> list[str]:
     """The files every lab has, and none too long to read."""
-    package = repo / "perflab" / "labs" / lab.name.replace("-", "_")
+    package = repo / "perflab" / "labs" / lab_package(lab.name)
     problems = [f"{package / name} is missing" for name in PACKAGE_FILES if not (package / name).is_file()]
     problems += [f"{repo / lab.folder / name} is missing" for name in FOLDER_FILES if not (repo / lab.folder / name).is_file()]
     if not (repo / "book" / "src" / lab.chapter).is_file():
@@ -183,13 +184,13 @@ def test_every_labs_tools_follow_the_contract(lab):
 def test_the_cli_finds_the_tools_of_the_labs_the_manifest_lists():
     assert labtools.ready_labs() == [(lab.number, lab.name) for lab in READY], "the CLI's light reading of the manifest"
     assert {labtools.tool_module_path(lab.name).parent for lab in READY} == \
-        {REPO / "perflab" / "labs" / lab.name.replace("-", "_") for lab in READY}
+        {REPO / "perflab" / "labs" / lab_package(lab.name) for lab in READY}
 
 
 def test_planned_labs_have_no_package_yet():
     for lab in labs():
         if not lab.ready:
-            assert not (REPO / "perflab" / "labs" / lab.name.replace("-", "_")).exists(), lab.name
+            assert not (REPO / "perflab" / "labs" / lab_package(lab.name)).exists(), lab.name
 
 
 @pytest.mark.parametrize("lab", READY, ids=lambda lab: lab.name)
@@ -268,8 +269,8 @@ def test_a_drifted_title_is_caught(tmp_path, name, old, new):
 
 def test_a_lab_missing_a_file_is_caught(tmp_path):
     lab = READY[0]
-    package = tmp_path / "perflab" / "labs" / lab.name.replace("-", "_")
-    shutil.copytree(REPO / "perflab" / "labs" / lab.name.replace("-", "_"), package)
+    package = tmp_path / "perflab" / "labs" / lab_package(lab.name)
+    shutil.copytree(REPO / "perflab" / "labs" / lab_package(lab.name), package)
     shutil.copytree(REPO / lab.folder, tmp_path / lab.folder)
     (tmp_path / "book" / "src" / "labs").mkdir(parents=True)
     shutil.copy(REPO / "book" / "src" / lab.chapter, tmp_path / "book" / "src" / lab.chapter)

@@ -13,9 +13,8 @@ import tomllib
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..paths import LABS_DIR
+from ..paths import LAB_PACKAGES, LABS_DIR, lab_package
 
-LAB_PACKAGES = Path(__file__).resolve().parent.parent / "labs"
 MANIFEST = LABS_DIR / "manifest.toml"
 
 
@@ -47,7 +46,7 @@ def ready_labs(manifest: Path = MANIFEST) -> list[tuple[int, str]]:
 
 def tool_module_path(name: str) -> Path:
     """Where the lab named `name` declares its tools, if it has any."""
-    return LAB_PACKAGES / name.replace("-", "_") / "cli.py"
+    return LAB_PACKAGES / lab_package(name) / "cli.py"
 
 
 def load_tool_module(path: Path):

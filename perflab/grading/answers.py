@@ -21,6 +21,8 @@ def close(got: Any, expected: float, rel: float = 1e-6) -> bool:
 
 
 def _same(got: Any, expected: Any, rel: float) -> bool:
+    if isinstance(expected, bool):  # a yes or no is not a number close to 1 or 0
+        return isinstance(got, bool) and got == expected
     if isinstance(expected, tuple):
         return isinstance(got, (tuple, list)) and len(got) == len(expected) and all(
             close(g, e, rel) for g, e in zip(got, expected))

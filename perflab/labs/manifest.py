@@ -21,8 +21,8 @@ Schema (format_version 1):
     budget_s    {quick, full}: the longest a run may hold a workshop's measurement queue, in seconds;
                 the queue ends a learner's run that takes longer (perflab.workshop.turns)
 
-The package of a lab is perflab/labs/<name with _ for ->/; perflab/labs/__init__.py
-says what it must hold.
+The package of a lab is perflab/labs/<name with _ for -, a leading digit spelled
+out>/ (paths.lab_package); perflab/labs/__init__.py says what it must hold.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..paths import LABS_DIR
+from ..paths import LABS_DIR, lab_package
 
 FORMAT_VERSION = 1
 MANIFEST = LABS_DIR / "manifest.toml"
@@ -87,7 +87,7 @@ class LabInfo:
 
     @property
     def package(self) -> str:
-        return f"perflab.labs.{self.name.replace('-', '_')}"
+        return f"perflab.labs.{lab_package(self.name)}"
 
     @property
     def chapter(self) -> str:
