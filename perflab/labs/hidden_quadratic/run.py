@@ -12,7 +12,8 @@ from ...errors import PerflabError
 from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Effect, Verdict
-from .. import Lab
+from .. import Bound, Lab
+from ..bounds import NO_LIMIT
 from . import profile
 from .programs import (ARMS, FLOW_SIZES, LOOKUP_SIZES, SMALL_N, arm, crossover, flows_profile_argv, lookup_medians,
                        round_runner, sweep_lookups)
@@ -125,6 +126,12 @@ def profile_note(profiles: dict[str, dict[str, int]] | None, why: str | None) ->
             f"{top_after[0]} ({top_after[1]:.0%})")
 
 
+def per_flow(result: dict[str, Any]) -> list[float]:
+    """Each raced expiry pass's time over its flows ("fixed n=4096": its n); a sweep's result has no race."""
+    return [value / int(name.split("n=")[1]) for name, values in result.get("race", {"values": {}})["values"].items()
+            if name.startswith(("quadratic", "fixed")) for value in values]
+
+
 class HiddenQuadratic(Lab):
     """Big O is not performance, and a quadratic hides until scale: a lookup sweep, an expiry pass raced and profiled."""
 
@@ -133,6 +140,10 @@ class HiddenQuadratic(Lab):
     FULL = Settings(sweep_rounds=30, visit_ms=2, race_rounds=100, race_budget_s=120, profile_s=3)
     RUNS = ("sweep_rounds", "race_rounds")
     EMULATED = "an emulated CPU has no branch predictor or caches whose costs could let the O(n) scan win"
+    BOUNDS = (Bound("time per lookup (ns)", 0.2, NO_LIMIT, "a lookup is a load and a compare at least: a cycle of a "
+                    "5 GHz clock", lambda result: [s["ns_per_lookup"] for s in result["sweep"]]),
+              Bound("time per flow of an expiry pass (ns)", 0.002, NO_LIMIT, "a pass reads each flow's bit at least: "
+                    "64 flows a word, a word a cycle at 6 GHz", per_flow))
     IN_A_VM = ("in a VM, the host's other guests share the caches and take the vCPU away: a round the host "
                "interrupted is an outlier, which the medians and the race absorb, but the crossover can move by a size")
     CANNOT_SHOW = "Any machine with one CPU can show it"
