@@ -112,17 +112,17 @@ BASE = [400.0, 404, 398, 402, 401, 399, 403, 400, 397, 405, 401, 400]
 
 def synthetic_result(factor: float, near_factor: float = 1.0) -> dict:
     """A result as measure() returns it: the far victim `factor` slower beside plain stores."""
-    values = {a: list(BASE) if a.startswith("large") else [b / 50 for b in BASE] for a in ARMS}
-    values[arm("large", "write")] = [b * factor for b in BASE]
-    values[arm("small", "write")] = [b / 50 * near_factor for b in BASE]
+    values = {a: list(BASE) if a.startswith("far") else [b / 50 for b in BASE] for a in ARMS}
+    values[arm("far", "write")] = [b * factor for b in BASE]
+    values[arm("near", "write")] = [b / 50 * near_factor for b in BASE]
     race = Race(ARMS, values, 0.05 / 8, looks=3, stopped="decided", seconds=20.0)
     periods = {m: [{"seconds": 1.0, "bytes": int(g * 1e9), "gb_per_s": g, "steps_per_ns": 0.0}] * 3
                for m, g in (("idle", 0.0), ("compute", 0.0), ("write", 9.5), ("nt-write", 14.0))}
-    return {"params": {"victim_cpu": 1, "neighbour_cpus": [0], "large_bytes": 960 * MIB, "small_bytes": MIB,
+    return {"params": {"victim_cpu": 1, "neighbour_cpus": [0], "far_bytes": 960 * MIB, "near_bytes": MIB,
                        "neighbour_bytes": GIB, "ram_bytes": 24 * GIB},
             "prediction": {"text": "expect a slowdown", "expected": "slowdown"}, "race": race.to_json(),
             "neighbour_periods": periods, "mbm_gb_per_s": {}, "victim_cpu_share": {a: [1.0] * 12 for a in ARMS},
-            "rss_bytes": {"large victim": [962 * MIB] * 12, "small victim": [4 * MIB] * 12,
+            "rss_bytes": {"far victim": [962 * MIB] * 12, "near victim": [4 * MIB] * 12,
                           "neighbour on CPU 0": [1026 * MIB] * 12}}
 
 
@@ -130,7 +130,7 @@ def test_judge_on_known_inputs():
     assert LAB.judge(Machine(), synthetic_result(1.20)).verdict == "reproduced"
     assert LAB.judge(Machine(), synthetic_result(1.0)).verdict == "not-reproduced"
     noisy = synthetic_result(1.0)
-    noisy["race"]["values"][arm("large", "write")] = [b * f for b, f in zip(BASE, [0.8, 1.3] * 6)]
+    noisy["race"]["values"][arm("far", "write")] = [b * f for b, f in zip(BASE, [0.8, 1.3] * 6)]
     assert LAB.judge(Machine(), noisy).verdict == "inconclusive"
     assert judge_stream(Race.from_json(synthetic_result(1.2)["race"]).kept_values())[2].value == pytest.approx(0.2, abs=0.01)
 
@@ -149,7 +149,7 @@ def test_the_notes_put_rss_beside_bandwidth_and_the_near_victim_as_the_control()
 def test_figures_from_a_saved_result():
     verdict = Verdict(LAB.name, "reproduced", "r", result=synthetic_result(1.2))
     assert [title.split(" (")[0] for title, _ in figures(verdict)] == [
-        "The large victim", "The small victim", "The neighbour: its RSS never changes, its traffic does"]
+        "The far victim", "The near victim", "The neighbour: its RSS never changes, its traffic does"]
 
 
 # --- the exercises' references and checks --------------------------------------------------------------
@@ -263,5 +263,5 @@ def test_a_real_quick_run_keeps_every_arm_and_the_rss():
     assert verdict.verdict in ("reproduced", "not-reproduced", "inconclusive")
     assert set(result["race"]["values"]) == set(ARMS) and all(len(v) == 2 for v in result["race"]["values"].values())
     assert result["neighbour_periods"]["write"][0]["bytes"] > 0
-    assert {name.split(" on ")[0] for name in result["rss_bytes"]} == {"large victim", "small victim", "neighbour"}
+    assert {name.split(" on ")[0] for name in result["rss_bytes"]} == {"far victim", "near victim", "neighbour"}
     assert [title for title, _ in figures(verdict)]

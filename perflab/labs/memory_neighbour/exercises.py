@@ -130,8 +130,8 @@ def predict_slowdown(ns: Answers) -> list[Check]:
         return checks
     measured = fresh_race()
     ns_kept = Race.from_json(measured["race"]).kept_values()
-    busy = stats.median(ns_kept[arm("large", "compute")])
-    slowdown = {m: stats.median(ns_kept[arm("large", m)]) / busy - 1 for m in ("write", "nt-write")}
+    busy = stats.median(ns_kept[arm("far", "compute")])
+    slowdown = {m: stats.median(ns_kept[arm("far", m)]) / busy - 1 for m in ("write", "nt-write")}
     gbps = {m: stats.median([p["gb_per_s"] for p in measured["neighbour_periods"][m]]) for m in ("write", "nt-write")}
     predicted = predicted_write_slowdown(slowdown["nt-write"], gbps["nt-write"], gbps["write"])
     close = abs(predicted - slowdown["write"]) <= PREDICTION_TOLERANCE * abs(slowdown["write"])

@@ -20,7 +20,7 @@ def victim_figures(result: dict[str, Any]) -> list[tuple[str, Figure]]:
     """One strip plot per working set: every sample beside every mode, medians with their 95% CI."""
     kept = Race.from_json(result["race"]).kept_values()
     shown = []
-    for working_set, where in zip(SETS, ("far: beyond the LLC", "near: inside its L2")):
+    for working_set, where in zip(SETS, ("beyond the LLC", "inside its L2")):
         samples = {f"{mode} neighbour": kept[arm(working_set, mode)] for mode in MODES}
         shown.append((f"The {working_set} victim ({where}) beside each neighbour",
                       plots.distributions(samples, "victim: ns per access (its CPU time)", centre=stats.median,

@@ -18,7 +18,7 @@ from . import monitors
 from .programs import MODES, Neighbour, Victim, rss_bytes
 
 SOURCE_DIR = "labs/10-memory-neighbour"
-SETS = ("large", "small")
+SETS = ("far", "near")
 
 
 def arm(working_set: str, mode: str) -> str:
@@ -45,8 +45,8 @@ class Placement:
 
     victim_cpu: int
     neighbour_cpus: tuple[int, ...]  # one neighbour process on each, all in the same mode
-    large_bytes: int  # the victim's far working set: well beyond the LLC
-    small_bytes: int  # the victim's near working set: inside its L2
+    far_bytes: int  # the victim's far working set: well beyond the LLC
+    near_bytes: int  # the victim's near working set: inside its L2
     neighbour_bytes: int  # the neighbours' buffers together
 
 
@@ -89,11 +89,11 @@ def measure_race(placement: Placement, settings: Settings, decided: Callable[[di
     recorder = Recorder(monitors.mbm_files())
     share = placement.neighbour_bytes // len(placement.neighbour_cpus)
     with ExitStack() as running:
-        large = running.enter_context(Victim(victim, placement.victim_cpu, placement.large_bytes))
-        small = running.enter_context(Victim(victim, placement.victim_cpu, placement.small_bytes))
+        far = running.enter_context(Victim(victim, placement.victim_cpu, placement.far_bytes))
+        near = running.enter_context(Victim(victim, placement.victim_cpu, placement.near_bytes))
         streamers = [running.enter_context(Neighbour(neighbour, cpu, share)) for cpu in placement.neighbour_cpus]
-        victims = {"large": large, "small": small}
-        processes = {"large victim": large.pid, "small victim": small.pid,
+        victims = {"far": far, "near": near}
+        processes = {"far victim": far.pid, "near victim": near.pid,
                      **{f"neighbour on CPU {cpu}": s.pid for cpu, s in zip(placement.neighbour_cpus, streamers)}}
 
         def switch(mode: str) -> None:
@@ -112,7 +112,7 @@ def measure_race(placement: Placement, settings: Settings, decided: Callable[[di
             return ns
 
         plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
-        raced = race(ARMS, one_round, decided, plan, control=arm("large", "compute"),
+        raced = race(ARMS, one_round, decided, plan, control=arm("far", "compute"),
                      desc="both victims beside every neighbour mode, until decided", progress=progress)
     return {"race": raced.to_json(), **recorder.to_json()}
 # ANCHOR_END: round

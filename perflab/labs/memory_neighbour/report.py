@@ -53,18 +53,18 @@ def measured_notes(result: dict[str, Any]) -> list[str]:
     cpus = ",".join(map(str, params["neighbour_cpus"]))
     notes = [
         result["prediction"]["text"],
-        f"victim on CPU {params['victim_cpu']}: a far working set of {size(params['large_bytes'])} (twice the LLC or "
-        f"more) and a near one of {size(params['small_bytes'])} (half its L2); neighbour(s) on CPU {cpus} with "
+        f"victim on CPU {params['victim_cpu']}: a far working set of {size(params['far_bytes'])} (twice the LLC or "
+        f"more) and a near one of {size(params['near_bytes'])} (half its L2); neighbour(s) on CPU {cpus} with "
         f"{size(params['neighbour_bytes'])} of buffer",
         *medians_note(ns),
-        f"the near victim beside the streaming neighbour vs the computing one: {slowdown(ns, arm('small', 'write'), arm('small', 'compute'))} "
+        f"the near victim beside the streaming neighbour vs the computing one: {slowdown(ns, arm('near', 'write'), arm('near', 'compute'))} "
         "(the control: inside its L2 it never asks the memory controller)",
         f"the far victim beside non-temporal stores vs the computing neighbour: "
-        f"{slowdown(ns, arm('large', 'nt-write'), arm('large', 'compute'))} (stores that bypass the caches: "
+        f"{slowdown(ns, arm('far', 'nt-write'), arm('far', 'compute'))} (stores that bypass the caches: "
         "memory traffic without evicting the victim's lines from the LLC)",
         f"what a busy CPU next door costs without memory traffic, computing vs idle neighbour: far victim "
-        f"{slowdown(ns, arm('large', 'compute'), arm('large', 'idle'))}, near victim "
-        f"{slowdown(ns, arm('small', 'compute'), arm('small', 'idle'))}",
+        f"{slowdown(ns, arm('far', 'compute'), arm('far', 'idle'))}, near victim "
+        f"{slowdown(ns, arm('near', 'compute'), arm('near', 'idle'))}",
         rss_note(result),
     ]
     if result["mbm_gb_per_s"]:
@@ -74,6 +74,6 @@ def measured_notes(result: dict[str, Any]) -> list[str]:
     if shares and stats.median(shares) < LOW_CPU_SHARE:
         notes.append(f"the victim got a median {stats.median(shares):.0%} of its CPU: other programs ran there "
                      "too; its time per access counts only its own CPU time, but they also used its caches")
-    for name in (arm("large", "compute"), arm("large", "write")):
+    for name in (arm("far", "compute"), arm("far", "write")):
         notes += [f"{name}: {w}" for w in stats.instability_warnings(ns[name], "victim samples")]
     return notes

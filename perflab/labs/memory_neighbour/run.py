@@ -19,10 +19,10 @@ from .report import measured_notes
 
 # The verdict's two arms: the far working set beside a neighbour that streams plain stores, against the same
 # set beside a neighbour that keeps its CPU as busy and sends the memory controller nothing.
-STREAM, BUSY = arm("large", "write"), arm("large", "compute")
+STREAM, BUSY = arm("far", "write"), arm("far", "compute")
 MIN_EFFECT = 0.05  # the smallest slowdown worth teaching: under it, latency under load is flat on this machine
 NEIGHBOUR_BYTES = 1 << 30  # the source's process: a modest share of RAM (capped at an eighth of it)
-LARGE_MIN = 256 << 20  # the far set: twice the LLC, and never less than this
+FAR_MIN = 256 << 20  # the far set: twice the LLC, and never less than this
 
 
 # ANCHOR: sizes
@@ -31,8 +31,8 @@ def working_sets(machine: Machine, cpu: int, ram: int | None) -> tuple[int, int]
     caches = [c for c in machine.caches_of(cpu) if c["type"] in ("Data", "Unified")]
     llc = max(caches, key=lambda c: c["level"], default=None)
     l2 = next((c for c in caches if c["level"] == 2), None)
-    large = max(2 * llc["size_kib"] << 10, LARGE_MIN) if llc else 1 << 30
-    return min(large, (ram or 16 << 30) // 8), (l2["size_kib"] << 10) // 2 if l2 else 256 << 10
+    far = max(2 * llc["size_kib"] << 10, FAR_MIN) if llc else 1 << 30
+    return min(far, (ram or 16 << 30) // 8), (l2["size_kib"] << 10) // 2 if l2 else 256 << 10
 # ANCHOR_END: sizes
 
 
@@ -48,7 +48,8 @@ def predict(machine: Machine, watching: dict[str, Any]) -> dict[str, Any]:
     if machine.value("virtualization"):
         text += (", and as a VM it shares the host's controllers with every other guest, whose traffic this lab "
                  "cannot see or stop")
-    return {"text": f"{text}. {watching['text']}", "expected": "slowdown"}
+    said = watching["text"]
+    return {"text": f"{text}. {said[:1].upper()}{said[1:]}", "expected": "slowdown"}
 # ANCHOR_END: predict
 
 
@@ -93,8 +94,8 @@ class MemoryNeighbour(Lab):
             neighbours = (min(others, key=lambda c: (machine.cpu(c).get("node") != node,
                                                      c in machine.cpu(victim)["smt_siblings"], c)),)
         ram = ram_bytes()
-        large, small = working_sets(machine, victim, ram)
-        return Placement(victim, neighbours, large, small, min(NEIGHBOUR_BYTES, (ram or 16 << 30) // 8))
+        far, near = working_sets(machine, victim, ram)
+        return Placement(victim, neighbours, far, near, min(NEIGHBOUR_BYTES, (ram or 16 << 30) // 8))
 
     def watched_cpus(self, placement: Placement) -> list[int]:
         """The victim's and the neighbours': another program on any of them changes what they do."""
