@@ -140,7 +140,11 @@ def test_the_notes_put_rss_beside_bandwidth_and_the_near_victim_as_the_control()
     notes = "\n".join(verdict.notes)
     assert "the near victim beside the streaming neighbour vs the computing one: +0.0%" in notes
     assert "1,026 MiB (4.2% of RAM) neighbour on CPU 0" in notes
-    assert "streaming 9.5 GB/s of writes and 14.0 GB/s of nt-writes" in rss_note(synthetic_result(1.2))
+    assert ("stayed at 1,026 MiB whether it was idle, computing or writing 9.5 GB/s of plain stores and 14.0 GB/s "
+            "of non-temporal stores") in rss_note(synthetic_result(1.2))
+    growing = synthetic_result(1.2)
+    growing["rss_bytes"]["neighbour on CPU 0"] = [2 * MIB] + [1026 * MIB] * 11
+    assert "went from 2 MiB to 1,026 MiB" in rss_note(growing)
     shared = synthetic_result(1.2)
     shared["victim_cpu_share"] = {a: [0.5] * 12 for a in ARMS}
     assert any("median 50% of its CPU" in n for n in LAB.judge(Machine(), shared).notes)

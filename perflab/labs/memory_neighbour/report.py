@@ -11,6 +11,8 @@ from .programs import MODES
 
 MIB = 1 << 20
 LOW_CPU_SHARE = 0.9  # a victim that got less of its CPU than this shared it with other programs
+STEADY = 1.01  # an RSS that moved less than 1% between readings stayed where it was
+STORES = {"write": "plain stores", "nt-write": "non-temporal stores"}
 
 
 def slowdown(ns: dict[str, list[float]], name: str, reference: str) -> str:
@@ -29,15 +31,16 @@ def rss_note(result: dict[str, Any]) -> str:
     """What `top` would have said of the processes: their RSS, against what the neighbour did with its memory."""
     rss = {name: stats.median(values) for name, values in result["rss_bytes"].items()}
     ram = result["params"]["ram_bytes"]
-    neighbours = sum(v for name, v in rss.items() if name.startswith("neighbour"))
-    gbps = {m: stats.median([p["gb_per_s"] for p in result["neighbour_periods"][m]]) for m in ("write", "nt-write")
+    neighbours = [values for name, values in result["rss_bytes"].items() if name.startswith("neighbour")]
+    low, high = sum(min(v) for v in neighbours), sum(max(v) for v in neighbours)
+    held = f"stayed at {size(int(high))}" if high <= STEADY * low else f"went from {size(int(low))} to {size(int(high))}"
+    gbps = {STORES[m]: stats.median([p["gb_per_s"] for p in result["neighbour_periods"][m]]) for m in STORES
             if result["neighbour_periods"][m]}
     shown = ", ".join(f"{size(int(v))}" + (f" ({v / ram:.1%} of RAM)" if ram else "") + f" {name}"
                       for name, v in sorted(rss.items(), key=lambda kv: -kv[1]))
-    streamed = " and ".join(f"{g:.1f} GB/s of {m}s" for m, g in gbps.items())
-    return (f"resident memory (VmRSS, what top shows): {shown}. The neighbour's stayed at {size(int(neighbours))} "
-            f"whether it was idle, computing or streaming {streamed}: its RSS says nothing of what it does to "
-            "the memory controller")
+    streamed = " and ".join(f"{g:.1f} GB/s of {kind}" for kind, g in gbps.items())
+    return (f"resident memory (VmRSS, what top shows): {shown}. The neighbour's {held} whether it was idle, "
+            f"computing or writing {streamed}: its RSS says nothing of what it does to the memory controller")
 # ANCHOR_END: rss_note
 
 
