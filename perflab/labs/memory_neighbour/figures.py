@@ -42,7 +42,6 @@ def rss_figure(result: dict[str, Any]) -> Figure:
     right.set_ylabel("neighbour's stores, GB/s (median)")
     for x, value in enumerate(gbps):
         right.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
-    figure.suptitle("Memory use is not memory traffic", fontsize=10)
     figure.tight_layout()
     return figure
 # ANCHOR_END: rss_figure
