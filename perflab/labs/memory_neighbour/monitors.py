@@ -22,8 +22,8 @@ RESCTRL = "/sys/fs/resctrl"
 PMU_DIR = "/sys/bus/event_source/devices"
 UNCORE = ("uncore_imc", "amd_umc")  # the memory controllers' PMUs, Intel's and AMD's
 # Events in a PMU's sysfs events/ folder that count the controller's traffic: CAS commands (64 bytes each on
-# Intel servers) or, on Intel clients, data reads and writes.
-TRAFFIC = ("cas_count_read", "cas_count_write", "data_reads", "data_writes")
+# Intel servers) or, on Intel clients, data reads and writes (named both ways across generations).
+TRAFFIC = ("cas_count_read", "cas_count_write", "data_reads", "data_writes", "data_read", "data_write")
 
 
 def mbm_files(root: SysRoot | None = None) -> list[str]:

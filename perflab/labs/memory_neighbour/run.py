@@ -46,8 +46,8 @@ def predict(machine: Machine, watching: dict[str, Any]) -> dict[str, Any]:
             "the controller's bandwidth one core can take: most on a desktop with two channels, least on a server "
             f"socket with eight or twelve; this machine shows {cpus} CPU(s)")
     if machine.value("virtualization"):
-        text += (", and as a VM it shares the host's controllers with every other guest, whose traffic this lab "
-                 "cannot see or stop")
+        text += (", and as a VM it shares the host's controllers, a server's, with every other guest, whose traffic "
+                 f"this lab cannot see or stop: one streaming vCPU may cost the victim less than {MIN_EFFECT:.0%}")
     said = watching["text"]
     return {"text": f"{text}. {said[:1].upper()}{said[1:]}", "expected": "slowdown"}
 # ANCHOR_END: predict
