@@ -129,6 +129,7 @@ def synthetic_result(factor: float, near_factor: float = 1.0) -> dict:
 def test_judge_on_known_inputs():
     assert LAB.judge(Machine(), synthetic_result(1.20)).verdict == "reproduced"
     assert LAB.judge(Machine(), synthetic_result(1.0)).verdict == "not-reproduced"
+    assert LAB.judge(Machine(), synthetic_result(1.05)).verdict == "not-reproduced", "a victim 5% slower: not a flood"
     noisy = synthetic_result(1.0)
     noisy["race"]["values"][arm("far", "write")] = [b * f for b, f in zip(BASE, [0.8, 1.3] * 6)]
     assert LAB.judge(Machine(), noisy).verdict == "inconclusive"
