@@ -274,3 +274,18 @@ def test_a_real_quick_run_keeps_every_arm_and_the_rss():
     assert result["neighbour_periods"]["write"][0]["bytes"] > 0
     assert {name.split(" on ")[0] for name in result["rss_bytes"]} == {"far victim", "near victim", "neighbour"}
     assert [title for title, _ in figures(verdict)]
+
+
+@pytest.mark.parametrize("write_slowdown, status", [(0.10, PASSED), (0.01, PASSED), (0.30, "inconclusive")])
+def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, status):
+    fresh = synthetic_result(1 + write_slowdown)
+    fresh["race"]["values"][arm("far", "nt-write")] = [b * 1.10 for b in BASE]  # +10% at 14 GB/s
+    fresh["neighbour_periods"]["write"] = [{"seconds": 1.0, "bytes": 7 * 10**9, "gb_per_s": 7.0, "steps_per_ns": 0.0}]
+    if write_slowdown == 0.01:  # nothing beside non-temporal stores either: the model predicts nothing
+        fresh["race"]["values"][arm("far", "nt-write")] = list(BASE)
+    monkeypatch.setattr(checks, "fresh_race", lambda: fresh)
+    inputs = checks.model_inputs()
+    answers = Answers({"predict_write_slowdown": FunctionAnswer(
+        "__main__", [checks.predicted_write_slowdown(*i) for i in inputs])}, {"predict_write_slowdown": inputs})
+    found = checks.predict_slowdown(answers)
+    assert [c.status for c in found] == [PASSED, status], found[-1].render()

@@ -25,7 +25,9 @@ from .run import LAB, judge_stream
 from .suspects import three_processes
 
 GB = 1e9
-PREDICTION_TOLERANCE = 0.5  # of the measured slowdown: a first-order model, within half of it, is a good one
+# A first-order model is a good one within half the measured slowdown, or within 3 points of it: a victim's
+# median moves by about that much between races on a shared machine.
+PREDICTION_TOLERANCE, PREDICTION_SLACK = 0.5, 0.03
 
 
 # ---------------------------------------------------------------- mn-flood-suspect
@@ -134,10 +136,10 @@ def predict_slowdown(ns: Answers) -> list[Check]:
     slowdown = {m: stats.median(ns_kept[arm("far", m)]) / busy - 1 for m in ("write", "nt-write")}
     gbps = {m: stats.median([p["gb_per_s"] for p in measured["neighbour_periods"][m]]) for m in ("write", "nt-write")}
     predicted = predicted_write_slowdown(slowdown["nt-write"], gbps["nt-write"], gbps["write"])
-    close = abs(predicted - slowdown["write"]) <= PREDICTION_TOLERANCE * abs(slowdown["write"])
+    close = abs(predicted - slowdown["write"]) <= max(PREDICTION_TOLERANCE * abs(slowdown["write"]), PREDICTION_SLACK)
     checks.append(Check("the model on a fresh race here", PASSED if close else INCONCLUSIVE,
                         f"{slowdown['write']:+.1%} beside plain stores ({gbps['write']:.1f} GB/s), within "
-                        f"{PREDICTION_TOLERANCE:.0%}", f"{predicted:+.1%} predicted from {slowdown['nt-write']:+.1%} "
+                        f"{PREDICTION_TOLERANCE:.0%} of it or {PREDICTION_SLACK * 100:.0f} points", f"{predicted:+.1%} predicted from {slowdown['nt-write']:+.1%} "
                         f"beside non-temporal stores ({gbps['nt-write']:.1f} GB/s)"
                         + ("" if close else ": the model missed on this run; what else do plain stores do?")))
     return checks
