@@ -21,7 +21,7 @@ from perflab.labs.memory_neighbour.suspects import three_processes
 from perflab.labs.memory_neighbour.figures import figures
 from perflab.labs.memory_neighbour.measure import ARMS, SOURCE_DIR, arm
 from perflab.labs.memory_neighbour.report import rss_note
-from perflab.labs.memory_neighbour.run import judge_stream, working_sets
+from perflab.labs.memory_neighbour.run import judge_stream, predict, working_sets
 from perflab.probe import Fact, Machine
 from perflab.sequential import Race
 from perflab.sysfs import SysRoot
@@ -289,3 +289,11 @@ def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, 
         "__main__", [checks.predicted_write_slowdown(*i) for i in inputs])}, {"predict_write_slowdown": inputs})
     found = checks.predict_slowdown(answers)
     assert [c.status for c in found] == [PASSED, status], found[-1].render()
+
+
+def test_the_prediction_says_what_a_vm_and_the_monitors_change():
+    nothing = {"text": "nothing here watches the memory controller"}
+    bare = predict(machine_of(8), nothing)["text"]
+    guest = predict(Machine({**machine_of(2).facts, "virtualization": Fact({"hypervisor": True}, "t")}), nothing)["text"]
+    assert "8 CPU(s). Nothing here watches" in bare and "less than 10%" not in bare
+    assert "one streaming vCPU may cost the victim less than 10%" in guest
