@@ -32,7 +32,6 @@ PREDICTION_TOLERANCE, PREDICTION_SLACK = 0.5, 0.03
 
 # ---------------------------------------------------------------- mn-flood-suspect
 
-# ANCHOR: reference
 def bandwidth_gbps(readings: list[list[float]]) -> float:
     """GB/s from a cumulative byte counter read at [seconds, bytes] points: its rise over the time it took."""
     (t0, b0), (t1, b1) = readings[0], readings[-1]
@@ -42,7 +41,6 @@ def bandwidth_gbps(readings: list[list[float]]) -> float:
 def flood_suspect(processes: list[dict[str, Any]]) -> str:
     """The process that moves the most bytes per second, whatever its RSS."""
     return max(processes, key=lambda p: bandwidth_gbps(p["readings"]))["name"]
-# ANCHOR_END: reference
 
 
 def made_up_processes(rng: random.Random) -> list[dict[str, Any]]:
@@ -103,12 +101,10 @@ def names_check(ns: Answers, name: str) -> Check:
 
 # ---------------------------------------------------------------- mn-predict-slowdown
 
-# ANCHOR: model
 def predicted_write_slowdown(nt_slowdown: float, nt_gbps: float, write_gbps: float) -> float:
     """Slowdown proportional to the memory traffic: a plain store moves its line twice (read for ownership, then
     written back), a non-temporal one once."""
     return nt_slowdown * 2 * write_gbps / nt_gbps
-# ANCHOR_END: model
 
 
 def model_inputs() -> list[list]:

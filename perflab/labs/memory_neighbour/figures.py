@@ -28,7 +28,6 @@ def victim_figures(result: dict[str, Any]) -> list[tuple[str, Figure]]:
     return shown
 
 
-# ANCHOR: rss_figure
 def rss_figure(result: dict[str, Any]) -> Figure:
     """Left: what `top` shows of each process (RSS). Right: what the neighbour did to memory in each mode."""
     figure = Figure(figsize=(9, 3.5))
@@ -44,7 +43,6 @@ def rss_figure(result: dict[str, Any]) -> Figure:
         right.annotate(f"{value:.1f}", (x, value), ha="center", va="bottom", fontsize=8)
     figure.tight_layout()
     return figure
-# ANCHOR_END: rss_figure
 
 
 def figures(verdict: Verdict) -> list[tuple[str, Any]]:
