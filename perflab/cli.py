@@ -478,7 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="show: every knob the labs use (governor, turbo, NUMA balancing, each disk's "
                                    "rq_affinity and IRQ affinities), its value, and whether perflab changed it. "
                                    "tune: performance governor and turbo off, kept until reset. reset: restore "
-                                   "what tune set and what a killed run left changed.",
+                                   "what tune set and what a killed run left changed, and end the programs it "
+                                   "left running.",
                        epilog=_examples("perflab system show", "sudo perflab system tune", "sudo perflab system reset",
                                         "PERFLAB_SYSROOT=tests/fixtures/machines/intel-2s-smt perflab system show"))
     p.add_argument("action", choices=["show", "tune", "reset"])

@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 
 from .errors import PerflabError
 from .knobs import KNOBS, Knob
+from .processes import alive, start_time
 from .sysfs import SysRoot, default_root
 
 JOURNAL = "/run/perflab/knobs.journal"
@@ -50,16 +51,10 @@ class Entry:
         return KNOBS[self.kind](self.target, root)
 
     def alive(self) -> bool:
-        return process_start(self.pid) == self.started
+        return alive(self.pid, self.started)
 
 
-def process_start(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (read from the live /proc: processes are never in a fixture tree)."""
-    try:
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[19])
+process_start = start_time  # lock.py's name for it, until it calls perflab.processes.start_time itself
 
 
 class Journal:
@@ -170,7 +165,7 @@ class SystemChanges:
         if old == value:
             return
         self.journal.append(Entry(knob.kind, knob.target, old, self.owner, os.getpid(),
-                                  process_start(os.getpid()) or 0))
+                                  start_time(os.getpid()) or 0))
         knob.write(value)
     # ANCHOR_END: changes
 

@@ -3,7 +3,8 @@
 `tune` does what pyperf's `system tune` does for frequency: the performance
 governor on every cpufreq policy, and turbo off, where the machine has them
 (a VM usually has neither: its host decides). Its changes are journaled and
-stay until `reset`, which also restores what a killed run left changed.
+stay until `reset`, which also restores what a killed run left changed and
+ends the programs it left running.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import itertools
 from .journal import TUNE, Journal, SystemChanges, reset
 from .knobs import Knob, Turbo, governors, used_by_labs
 from .lock import measurement_lock
+from .records import end_leftovers
 from .sysfs import SysRoot, default_root
 from .text import table
 
@@ -67,7 +69,8 @@ def tune(root: SysRoot | None = None) -> list[str]:
 
 
 def reset_all(root: SysRoot | None = None) -> list[str]:
-    """Restore what `tune` set and what any ended run left changed."""
+    """End what ended runs left running; restore what `tune` set and what they left changed."""
+    root = root or default_root()  # a bad PERFLAB_SYSROOT is refused before anything is ended
     with measurement_lock("perflab system reset"):
-        return reset(root)
+        return end_leftovers() + reset(root)
 

@@ -19,8 +19,9 @@ lab is two folders with the same files in every lab:
 
     settings_for -> under the measurement lock (taken once, held to the end):
     probe -> choose_cpus -> check the results folder is writable -> replay a
-    crashed run's system changes -> measure -> judge -> cannot-show under an
-    emulated CPU if the lab says why -> save the result with its verdict
+    crashed run's system changes and end the programs it left -> measure ->
+    judge -> cannot-show under an emulated CPU if the lab says why -> save the
+    result with its verdict
 
 A lab writes only what is its own:
 
@@ -37,7 +38,9 @@ A lab writes only what is its own:
                       machine fit (with -C given, that is the learner's error)
     measure(machine, placement, settings, progress, **options) -> result
                       a dict from results.new_result with every raw sample; a
-                      change to the system goes through perflab.knobs; raises
+                      change to the system goes through perflab.knobs, and a
+                      program starts only through perflab.processes (run, start),
+                      so it dies with the lab's process, even on kill -9; raises
                       CannotShow, before measuring, when a tool it needs is
                       missing here (QEMU, a guest image)
     judge(machine, result) -> Verdict
@@ -133,7 +136,7 @@ class Lab(ABC):
     def run(self, cpus: list[int] | None = None, quick: bool = False, runs: int | None = None,
             progress: bool = True, wait: bool = True, **options) -> Verdict:
         """The whole lab, start to verdict; the result file it saves is in verdict.results."""
-        from .. import journal, results
+        from .. import journal, records, results
 
         reserved = None if cpus else reserved_cpus()
         cpus = cpus or reserved
@@ -152,6 +155,7 @@ class Lab(ABC):
                 return self.cannot_show(machine, reason)
             results.check_writable(results.results_dir() / self.name)
             journal.recover()
+            records.end_leftovers(say=True)
             try:
                 result = self.measure(machine, placement, settings, progress, **chosen_options)
             except CannotShow as reason:  # a tool or device the measurement needs is missing here
