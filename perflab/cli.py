@@ -479,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "rq_affinity and IRQ affinities), its value, and whether perflab changed it. "
                                    "tune: performance governor and turbo off, kept until reset. reset: restore "
                                    "what tune set and what a killed run left changed, and end the programs it "
-                                   "left running.",
+                                   "left running; it never waits for a measurement.",
                        epilog=_examples("perflab system show", "sudo perflab system tune", "sudo perflab system reset",
                                         "PERFLAB_SYSROOT=tests/fixtures/machines/intel-2s-smt perflab system show"))
     p.add_argument("action", choices=["show", "tune", "reset"])

@@ -4,7 +4,9 @@
 governor on every cpufreq policy, and turbo off, where the machine has them
 (a VM usually has neither: its host decides). Its changes are journaled and
 stay until `reset`, which also restores what a killed run left changed and
-ends the programs it left running.
+ends the programs it left running. `reset` takes the journal's own lock only,
+so it never queues behind a measurement, and it leaves a live run's changes
+to that run.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def tune(root: SysRoot | None = None) -> list[str]:
 
 
 def reset_all(root: SysRoot | None = None) -> list[str]:
-    """End what ended runs left running; restore what `tune` set and what they left changed."""
+    """End what ended runs left running; restore what `tune` set and what they left changed. Never waits for
+    the measurement lock: a run measuring now keeps its own changes, and its programs."""
     root = root or default_root()  # a bad PERFLAB_SYSROOT is refused before anything is ended
-    with measurement_lock("perflab system reset"):
-        return end_leftovers() + reset(root)
+    return end_leftovers() + reset(root)
 
