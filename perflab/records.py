@@ -1,10 +1,11 @@
-"""Which program groups each perflab process has running, on disk: so that what a killed run left is ended later.
+"""Which programs each perflab process has running, on disk: so that what a killed run left is ended later.
 
-perflab.processes writes one file per program it starts, in a folder beside the measurement lock
-(/run/lock/perflab-measure.lock.processes/: emptied at boot, as pids are meaningless after one), and removes
-it when the program ends. A process's guardian ends its programs when it dies; if the guardian was killed
-too, the next `perflab run` and `perflab system reset` find the records of processes that are gone and end
-what is still running of them (end_leftovers), saying which.
+perflab.processes writes one file per program it starts (its process group, its token, its command line),
+in a folder beside the measurement lock (/run/lock/perflab-measure.lock.processes/: emptied at boot, as
+pids are meaningless after one), and removes it when the program ends. A process's guardian ends its
+programs when it dies; if the guardian was killed too, the next `perflab run` and `perflab system reset`
+find the records of processes that are gone and end what is still running of them (end_leftovers), as the
+guardian would have, saying which.
 
 The folder is shared by every user, as /tmp is. A record ends only processes of the user who wrote it
 (the file's owner), unless root wrote it, so no one can make another user's run or root's reset kill
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .processes import alive, end_group, start_time
+from .guardian import end_programs
+from .processes import alive, start_time
 
 _warned: list[str] = []  # the folder that could not be written, once said
 
@@ -45,10 +47,11 @@ class Record:
             pass
 
 
-def write(pgid: int, started: int, argv: Sequence[str]) -> Record | None:
-    """Record a program's group for this process; None (said once) where the folder cannot be written."""
+def write(pgid: int, started: int, token: str, argv: Sequence[str]) -> Record | None:
+    """Record a program of this process; None (said once) where the folder cannot be written."""
     me = os.getpid()
-    data = {"pgid": pgid, "started": started, "argv": [str(a) for a in argv], "by": me, "by_started": start_time(me)}
+    data = {"pgid": pgid, "started": started, "token": token, "argv": [str(a) for a in argv], "by": me,
+            "by_started": start_time(me)}
     path = folder() / f"{pgid}-{started}.json"
     try:
         _make_shared(path.parent)
@@ -84,7 +87,7 @@ def _read(path: Path) -> tuple[dict[str, Any] | None, int]:
     try:
         owner = os.fstat(fd).st_uid
         data = json.loads(os.read(fd, 1 << 16))
-        return ({key: data[key] for key in ("pgid", "started", "argv", "by", "by_started")}, owner)
+        return ({key: data[key] for key in ("pgid", "started", "token", "argv", "by", "by_started")}, owner)
     except (OSError, ValueError, TypeError, KeyError):
         return None, owner
     finally:
@@ -99,8 +102,8 @@ def end_leftovers(say: bool = False) -> list[str]:
         record, owner = _read(path)
         if record is not None and record["by_started"] is not None and alive(record["by"], record["by_started"]):
             continue  # its process runs: its guardian is there
-        ended = [] if record is None else end_group(record["pgid"], record["started"],
-                                                    uid=None if owner == 0 else owner)
+        ended = [] if record is None else end_programs({record["token"]: (record["pgid"], record["started"])},
+                                                       uid=None if owner == 0 else owner)
         if ended:
             command = shlex.join(record["argv"])
             lines.append(f"ended {command[:100] + ('...' if len(command) > 100 else '')} (process group "

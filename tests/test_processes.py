@@ -14,29 +14,32 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from perflab import processes, records
+from perflab import guardian, processes, records
 from perflab.labs import Lab
 from perflab.results import new_result
 from perflab.verdict import Verdict
 
-# Starts a shell that forks two sleeps into its process group, prints the pids, and waits to be killed.
+# Starts a shell that forks two sleeps (into its process group, unless told otherwise), prints its pid, and waits
+# to be killed.
 STARTER = textwrap.dedent("""
-    import time
+    import sys, time
     from perflab import processes
-    shell = processes.start(["sh", "-c", "sleep 300 & sleep 300 & wait"])
+    shell = processes.start(["sh", "-c", sys.argv[1]])
     print(shell.pid, flush=True)
     time.sleep(300)
 """)
+TWO_SLEEPS = "sleep 300 & sleep 300 & wait"
 
 
-def _starter() -> tuple[subprocess.Popen, int]:
-    """A perflab process with one program running, and that program's pid (its process group)."""
-    starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True, cwd=REPO)
-    pgid = int(starter.stdout.readline())
+def _starter(command: str = TWO_SLEEPS) -> tuple[subprocess.Popen, int]:
+    """A perflab process with one program running, once it has forked its sleeps; and that program's pid."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, command], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    shell = int(starter.stdout.readline())
     deadline = time.monotonic() + 10
-    while len(processes.group_members(pgid, processes.start_time(pgid))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)  # the shell forks its sleeps
-    return starter, pgid
+    while len([pid for pid in _children(shell) if _command(pid).startswith(f"{pid} sleep")]) < 2:
+        assert time.monotonic() < deadline, "the shell did not fork its sleeps"
+        time.sleep(0.01)
+    return starter, shell
 
 
 def _children(pid: int) -> list[int]:
@@ -45,12 +48,12 @@ def _children(pid: int) -> list[int]:
 
 
 def _guardian_of(pid: int) -> int:
-    return next(child for child in _children(pid) if b"processes.py" in Path(f"/proc/{child}/cmdline").read_bytes())
+    return next(child for child in _children(pid) if b"guardian.py" in Path(f"/proc/{child}/cmdline").read_bytes())
 
 
 def _group(pgid: int) -> list[int]:
     """Every live process in the group now, whoever leads it."""
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and (found := processes.stat(int(p)))
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and (found := guardian.stat(int(p)))
             and found.pgrp == pgid and found.state not in "ZX"]
 
 
@@ -79,6 +82,16 @@ def test_a_program_and_what_it_forked_die_with_a_kill_9_of_the_perflab_process()
     starter.kill()
     starter.wait()
     assert _gone_within(tree, {pgid}, 2) == []
+
+
+def test_a_process_that_left_the_programs_group_is_found_by_its_token():
+    """A daemon that made a session of its own (setsid) is in no group perflab knows; its environment says whose it is."""
+    starter, shell = _starter("setsid sleep 300 & sleep 300 & wait")
+    tree = {pid: processes.start_time(pid) for pid in [shell, *_children(shell)]}
+    assert len({guardian.stat(pid).pgrp for pid in tree}) == 2, "one sleep left the shell's group"
+    starter.kill()
+    starter.wait()
+    assert _gone_within(tree, set(), 2) == []
 
 
 def test_stop_ends_the_whole_group_and_forgets_its_record():
