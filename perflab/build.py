@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Sequence
 
+from . import processes
 from .errors import PerflabError
 from .paths import BUILD_DIR, REPO_ROOT
 
@@ -23,12 +23,12 @@ def ensure_built(source_dir: str, program: str) -> Path:
     """
     _require_toolchain()
     folder = REPO_ROOT / source_dir
-    done = subprocess.run(["make", "-s", "-C", str(folder)], capture_output=True, text=True)
+    done = processes.run(["make", "-s", "-C", str(folder)])
     if done.returncode != 0:
         raise PerflabError(f"building {source_dir} failed: {done.stderr.strip().splitlines()[-1:]}; run `make -C {source_dir}` to see why")
-    out = subprocess.run(
+    out = processes.run(
         ["make", "-s", "--no-print-directory", "-C", str(folder), "-f", "Makefile", "-f", "-", "print-build"],
-        input="print-build:\n\t@echo $(BUILD)\n", capture_output=True, text=True,
+        input="print-build:\n\t@echo $(BUILD)\n",
     )
     binary = Path(out.stdout.strip() or BUILD_DIR) / program
     if not binary.exists():
@@ -41,9 +41,8 @@ def compile_variant(source_dir: str, source: Path, output: Path, compiler: str =
     """Build one C file with the flags of the lab in `source_dir` (its Makefile and labs/common.mk), then
     `extra_flags`, with `compiler`; return the binary. The flags are recorded in the binary's meta line."""
     _require_toolchain(compiler)
-    done = subprocess.run(["make", "-s", "-C", str(REPO_ROOT / source_dir), "variant", f"SOURCE={source}",
-                           f"OUTPUT={output}", f"CC={compiler}", f"EXTRA_CFLAGS={' '.join(extra_flags)}"],
-                          capture_output=True, text=True)
+    done = processes.run(["make", "-s", "-C", str(REPO_ROOT / source_dir), "variant", f"SOURCE={source}",
+                          f"OUTPUT={output}", f"CC={compiler}", f"EXTRA_CFLAGS={' '.join(extra_flags)}"])
     if done.returncode != 0:
         errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()[-1:]
         raise PerflabError(f"{source.name} does not compile with {compiler} {' '.join(extra_flags)}: "

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import os
 import platform
-import subprocess
 from typing import Any
 
+from . import processes
 from .errors import PerflabError
 
 LEAF_CACHE_INTEL = 0x4
@@ -172,10 +172,7 @@ def read_cpuid_or_reason() -> tuple[dict | None, str | None]:
     # Leaf 1 EBX holds the APIC id of the CPU that ran the helper: pin it to the
     # first CPU we may use, so the same machine always gives the same dump.
     cpu = min(os.sched_getaffinity(0))
-    done = subprocess.run(
-        [str(binary)], capture_output=True, text=True, timeout=30,
-        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
-    )
+    done = processes.run([str(binary)], timeout=30, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
     if done.returncode != 0:
         return None, f"{binary} exited with {done.returncode}: {done.stderr.strip()}"
     try:

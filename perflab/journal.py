@@ -7,7 +7,11 @@ fsync'd. Then:
   ends: normally, on an exception, on Ctrl-C (SIGINT), SIGTERM or SIGHUP;
 - after a kill -9 nothing in the process runs, so the next `perflab run`
   (under the measurement lock, before it measures) and `perflab system reset`
+  (under the journal's lock only: it never waits behind a measurement)
   restore every entry whose process is gone, and say what they restored;
+- a knob that a live run changed after the entry being restored stays as that
+  run set it: its entry takes over the older old value, and puts that back
+  when the run ends, so a restore never pulls a knob from under a live run;
 - `perflab system tune` writes entries owned by "tune": they stay until
   `perflab system reset`.
 
@@ -25,11 +29,12 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Iterator
 
 from .errors import PerflabError
 from .knobs import KNOBS, Knob
+from .processes import alive, start_time
 from .sysfs import SysRoot, default_root
 
 JOURNAL = "/run/perflab/knobs.journal"
@@ -50,16 +55,17 @@ class Entry:
         return KNOBS[self.kind](self.target, root)
 
     def alive(self) -> bool:
-        return process_start(self.pid) == self.started
+        return alive(self.pid, self.started)
+
+    def puts_back(self) -> str:
+        """Who puts this entry's old value back, and when, in words."""
+        when = {RUN: f"the run that changed it since (pid {self.pid}) puts back {self.old!r} when it ends",
+                TUNE: f"`perflab system reset` puts back {self.old!r}",
+                WORKSHOP: f"`perflab workshop down` puts back {self.old!r}"}
+        return when[self.owner]
 
 
-def process_start(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat (read from the live /proc: processes are never in a fixture tree)."""
-    try:
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[19])
+process_start = start_time  # lock.py's name for it, until it calls perflab.processes.start_time itself
 
 
 class Journal:
@@ -68,7 +74,8 @@ class Journal:
         self.path = self.root.path(path)
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
+        """The journal's own lock: every change and every restore holds it, and nothing else."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path.parent, os.O_RDONLY)
@@ -95,23 +102,31 @@ class Journal:
         return found
 
     def append(self, entry: Entry) -> None:
-        """Record the old value durably: it must be on disk before the knob changes."""
-        with self._locked():
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, (json.dumps(asdict(entry)) + "\n").encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        """Record the old value durably (within locked()): it must be on disk before the knob changes."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(asdict(entry)) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def restore(self, which: Callable[[Entry], bool]) -> list[str]:
-        """Put back every chosen entry, newest first; the journal keeps only what could not be restored."""
+        """Put back every chosen entry, newest first; the journal keeps only what could not be restored.
+
+        A knob that a kept entry changed later is left as it is: that entry takes over the chosen one's old
+        value (and says so on stderr)."""
         done, kept = [], []
-        with self._locked():
+        with self.locked():
             entries = self.entries()
             for entry in reversed(entries):
                 if not which(entry):
                     kept.append(entry)
+                    continue
+                later = next((i for i, k in enumerate(kept) if (k.kind, k.target) == (entry.kind, entry.target)), None)
+                if later is not None:
+                    kept[later] = replace(kept[later], old=entry.old)
+                    print(f"perflab: left {entry.kind} {entry.target}".rstrip() + f" as it is: {kept[later].puts_back()}",
+                          file=sys.stderr)
                     continue
                 try:
                     entry.knob(self.root).restore(entry.old)
@@ -144,8 +159,10 @@ def recover(root: SysRoot | None = None) -> list[str]:
 
 
 def reset(root: SysRoot | None = None) -> list[str]:
-    """Restore everything the journal holds: `perflab system tune`'s settings and any dead run's."""
+    """Restore `perflab system tune`'s settings and any dead run's changes; a live run's stay with it."""
     journal = Journal(root)
+    if not journal.path.exists():
+        return []
     return journal.restore(lambda e: e.owner == TUNE or (e.owner == RUN and not e.alive()))
 
 
@@ -165,14 +182,15 @@ class SystemChanges:
         self._signals = signals_end_the_process() if owner == RUN else nullcontext()
 
     def set(self, knob: Knob, value: str) -> None:
-        old = knob.read()
-        if old is None:
-            raise PerflabError(f"{knob.label} is not available on this machine ({knob.path} is missing)")
-        if old == value:
-            return
-        self.journal.append(Entry(knob.kind, knob.target, old, self.owner, os.getpid(),
-                                  process_start(os.getpid()) or 0))
-        knob.write(value)
+        with self.journal.locked():  # no restore comes between reading the old value and writing the new one
+            old = knob.read()
+            if old is None:
+                raise PerflabError(f"{knob.label} is not available on this machine ({knob.path} is missing)")
+            if old == value:
+                return
+            self.journal.append(Entry(knob.kind, knob.target, old, self.owner, os.getpid(),
+                                      start_time(os.getpid()) or 0))
+            knob.write(value)
     # ANCHOR_END: changes
 
     def __enter__(self) -> SystemChanges:

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import processes
 from .errors import PerflabError
 from .paths import results_dir
 
@@ -40,7 +41,7 @@ def tool_versions() -> dict[str, str | None]:
         if shutil.which(argv[0]) is None:
             return None
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            done = processes.run(argv, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return None
         lines = (done.stdout or done.stderr).strip().splitlines()

@@ -9,8 +9,6 @@ configuration equally instead of biasing whichever ran last.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ from typing import Any, Callable
 
 from tqdm.auto import tqdm
 
+from . import processes
 from .errors import PerflabError
 
 BENCH_TIMEOUT_S = 120
@@ -51,7 +50,7 @@ class Run:
 def run_records(argv: list[str], timeout: float = BENCH_TIMEOUT_S) -> list[dict]:
     """Run one benchmark process; return every JSON record it printed, in order."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        done = processes.run(argv, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise PerflabError(
             f"{' '.join(argv)} did not finish in {timeout:.0f} s: is a CPU overloaded or throttled? "
@@ -94,16 +93,3 @@ def interleave(
     finally:
         bar.close()
     return runs
-
-
-def stop_process_group(process: subprocess.Popen, grace: float = 10) -> None:
-    """Stop a process started with start_new_session=True and everything it forked: SIGINT, then SIGKILL."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGINT)
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait()

@@ -3,7 +3,10 @@
 `tune` does what pyperf's `system tune` does for frequency: the performance
 governor on every cpufreq policy, and turbo off, where the machine has them
 (a VM usually has neither: its host decides). Its changes are journaled and
-stay until `reset`, which also restores what a killed run left changed.
+stay until `reset`, which also restores what a killed run left changed and
+ends the programs it left running. `reset` takes the journal's own lock only,
+so it never queues behind a measurement, and it leaves a live run's changes
+to that run.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import itertools
 from .journal import TUNE, Journal, SystemChanges, reset
 from .knobs import Knob, Turbo, governors, used_by_labs
 from .lock import measurement_lock
+from .records import end_leftovers
 from .sysfs import SysRoot, default_root
 from .text import table
 
@@ -67,7 +71,8 @@ def tune(root: SysRoot | None = None) -> list[str]:
 
 
 def reset_all(root: SysRoot | None = None) -> list[str]:
-    """Restore what `tune` set and what any ended run left changed."""
-    with measurement_lock("perflab system reset"):
-        return reset(root)
+    """End what ended runs left running; restore what `tune` set and what they left changed. Never waits for
+    the measurement lock: a run measuring now keeps its own changes, and its programs."""
+    root = root or default_root()  # a bad PERFLAB_SYSROOT is refused before anything is ended
+    return end_leftovers() + reset(root)
 

@@ -10,11 +10,11 @@ that this kernel's available_events has.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import processes
 from .errors import PerflabError
 from .journal import SystemChanges
 from .knobs import TracefsMount
@@ -99,7 +99,7 @@ def count_per_cpu(tracepoints: tuple[Tracepoint, ...], events: dict[str, str | N
         raise PerflabError("perf is missing: install Debian's linux-perf package")
     with tempfile.TemporaryDirectory(prefix="perflab-perf-") as folder:
         output = Path(folder) / "stat.csv"
-        done = subprocess.run(perf_stat_argv(tracepoints, events, output, command), capture_output=True, text=True)
+        done = processes.run(perf_stat_argv(tracepoints, events, output, command))
         if done.returncode != 0:
             message = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise PerflabError(f"perf stat on tracepoints failed: {message}")

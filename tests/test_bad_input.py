@@ -318,8 +318,9 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(vm_folders, capsys, mo
     assert "Traceback" not in out + err
     assert re.search(says, err), err
     after = snapshot(tmp, REPO / "vm")
-    for seen in (before, after):  # the machine-wide lock file is infrastructure, not the learner's
-        seen.pop(str(tmp / "measure.lock"), None)
+    for seen in (before, after):  # the machine-wide lock file is infrastructure, not the learner's,
+        seen.pop(str(tmp / "measure.lock"), None)  # and so is the folder of running programs' records beside it
+        seen.pop(str(tmp / "measure.lock.processes"), None)
     assert after == before, "a refused command changed files"
 
 

@@ -20,6 +20,7 @@ from perflab.errors import PerflabError
 from perflab.knobs import (Governor, IrqAffinity, NumaBalancing, RqAffinity, TracefsMount, Turbo, disk_irqs,
                            used_by_labs)
 from perflab.labs import Lab
+from perflab.lock import measurement_lock
 from perflab.results import new_result
 from perflab.sysfs import SysRoot
 from perflab.verdict import Verdict
@@ -191,6 +192,34 @@ def test_a_user_who_may_not_write_the_journal_recovers_nothing_and_goes_on(tmp_p
             assert recovered.returncode == 0 and recovered.stdout.strip() == "[]", recovered.stderr
     finally:
         shutil.rmtree(folder)
+
+
+def test_system_reset_never_waits_behind_a_measurement(tree):
+    """It takes the journal's own lock only: restoring the machine never queues behind another user's run."""
+    before = snapshot(tree)
+    changer = _changer(tree)
+    changer.kill()
+    changer.wait()
+    with measurement_lock("another user's perflab run"):
+        done = run_cli("system", "reset", env={"PERFLAB_SYSROOT": str(tree)}, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert snapshot(tree) == before
+
+
+def test_a_reset_never_pulls_a_knob_from_under_a_live_run(tree, capsys):
+    """A killed run set rq_affinity 1 -> 2, a live run then 2 -> 0: reset leaves 0 to the live run, whose
+    entry takes over the first value and puts back 1 when the run ends."""
+    root, before = SysRoot(tree), snapshot(tree)
+    changer = _changer(tree)
+    changer.kill()
+    changer.wait()
+    with journal.SystemChanges(root=root) as changes:
+        changes.set(RqAffinity("nvme0n1", root), "0")
+        restored = journal.reset(root)
+        assert RqAffinity("nvme0n1", root).read() == "0" and "numa_balancing back to '1'" in restored
+        assert (f"left rq_affinity nvme0n1 as it is: the run that changed it since (pid {os.getpid()}) puts back "
+                "'1' when it ends") in capsys.readouterr().err
+    assert snapshot(tree) == before
 
 
 def test_a_damaged_journal_line_is_skipped_not_fatal(tree, capsys):

@@ -7,15 +7,20 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 
 import pytest
 
+from perflab import processes
 from perflab.errors import PerflabError
 from perflab.labs import labs
 from perflab.vm import agent, image, labrun, machine, profiles, protocol
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 
 def test_every_profile_loads_and_the_labs_name_real_profiles():
@@ -348,11 +353,54 @@ def test_a_qemu_crash_under_tcg_boots_once_more_and_says_so(monkeypatch, tmp_pat
             crashes_left[0] -= 1
             crashed.append(accel)
             raise machine.QemuCrashed("QEMU exited with -11 while booting wide; the console ended with: (nothing)")
-        return {"accel": accel}
+        return {"accel": accel, "pid": 0}
 
     monkeypatch.setattr(machine, "_boot", boot)
-    assert machine.up("wide", progress=False) == {"accel": "tcg"} and crashed == ["tcg"]
+    assert machine.up("wide", progress=False)["accel"] == "tcg" and crashed == ["tcg"]
     assert "QEMU exited with -11 while booting wide (a crash in QEMU's TCG); booting once more" in capsys.readouterr().err
     crashes_left[0] = 2
     with pytest.raises(machine.QemuCrashed, match="-11"):
         machine.up("wide", progress=False)
+
+
+# `perflab vm up` (keep) or one command's boot, of a VM whose QEMU is `sleep 300`: booted, or still booting.
+FAKE_QEMU = textwrap.dedent("""
+    import sys, time
+    from collections import defaultdict
+    from types import SimpleNamespace
+    from perflab.vm import machine
+    machine.cannot_run_vms = lambda: None
+    machine.guest_image.ensure = lambda progress: SimpleNamespace(
+        disk="disk", folder=SimpleNamespace(name="image"), kernel=lambda name: "vmlinuz", initrd=lambda name: "initrd",
+        info=lambda: {"kernels": defaultdict(str)})
+    machine.choose_accel = lambda *facts: ("tcg", "a test", False)
+    machine.qemu_version = lambda: "QEMU (a test)"
+    machine.qemu_argv = lambda *args: ["sleep", "300"]
+    booted = sys.argv[2] == "booted"
+    machine._wait_for_agent = lambda *args: {"kernel": "test"} if booted else time.sleep(300)
+    machine.up("default", progress=False, keep=sys.argv[1] == "keep")
+    print("up", flush=True)
+    time.sleep(300)
+""")
+
+
+@pytest.mark.parametrize("keep, when, outlives", [("keep", "booted", True), ("for-one-command", "booted", False),
+                                                  ("keep", "booting", False)])
+def test_only_a_vm_that_vm_up_booted_outlives_a_kill_9_of_its_command(keep, when, outlives, tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path))
+    command = subprocess.Popen([sys.executable, "-c", FAKE_QEMU, keep, when], cwd=REPO, stdout=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    vm = machine.vm("default")
+    if when == "booted":
+        assert command.stdout.readline() == "up\n"
+    while not vm.info().get("started"):
+        time.sleep(0.01)
+    qemu = vm.info()["pid"], vm.info()["started"]
+    command.kill()
+    command.wait()
+    deadline = time.monotonic() + 2
+    while processes.alive(*qemu) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert processes.alive(*qemu) == outlives
+    if outlives:
+        assert vm.running() and machine.down("default") and not processes.alive(*qemu)

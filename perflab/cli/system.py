@@ -33,7 +33,8 @@ def add_commands(commands) -> None:
     p = verbs.add_parser(
         "reset", help="put back what tune set and what a killed run left changed (root)",
         description="Restore every setting that `perflab system tune` set and that a run ended by a crash or "
-                    "kill -9 left changed, from the journal, and say what it restored.",
+                    "kill -9 left changed, from the journal, and end the programs such a run left running; say what it "
+                    "restored and ended. It never waits for a measurement: a live run's own changes stay.",
         examples=("sudo .venv/bin/perflab system reset",))
     p.set_defaults(func=cmd_reset)
 

@@ -20,9 +20,10 @@ lab is two folders with the same files in every lab:
 
     settings_for -> under the measurement lock (taken once, held to the end):
     probe -> choose_cpus -> check the results folder is writable -> replay a
-    crashed run's system changes -> measure, watching its CPUs for neighbours
-    -> judge -> cannot-show under an emulated CPU if the lab says why ->
-    inconclusive if neighbours took its CPUs -> save the result with its verdict
+    crashed run's system changes and end the programs it left -> measure,
+    watching its CPUs for neighbours -> judge -> cannot-show under an emulated
+    CPU if the lab says why -> inconclusive if neighbours took its CPUs -> save
+    the result with its verdict
 
 A lab writes only what is its own:
 
@@ -46,7 +47,9 @@ A lab writes only what is its own:
                       none can (an instruction count under icount)
     measure(machine, placement, settings, progress, **options) -> result
                       a dict from results.new_result with every raw sample; a
-                      change to the system goes through perflab.knobs; raises
+                      change to the system goes through perflab.knobs, and a
+                      program starts only through perflab.processes (run, start),
+                      so it dies with the lab's process, even on kill -9; raises
                       CannotShow, before measuring, when a tool it needs is
                       missing here (QEMU, a guest image)
     judge(machine, result) -> Verdict
@@ -167,7 +170,7 @@ class Lab(ABC):
     def run(self, cpus: list[int] | None = None, quick: bool = False, runs: int | None = None,
             progress: bool = True, wait: bool = True, **options) -> Verdict:
         """The whole lab, start to verdict; the result file it saves is in verdict.results."""
-        from .. import journal, results
+        from .. import journal, records, results
 
         if cpus and (online := online_cpus()) is not None:
             check_cpus(cpus, online)  # before the queue: a CPU this machine lacks is refused at once, not after the wait
@@ -188,6 +191,7 @@ class Lab(ABC):
                 return self.cannot_show(machine, reason)
             results.check_writable(results.results_dir() / self.name)
             journal.recover()
+            records.end_leftovers(say=True)
             try:
                 with interference.watch(self.watched_cpus(placement, **chosen_options)) as watched:
                     result = self.measure(machine, placement, settings, progress, **chosen_options)

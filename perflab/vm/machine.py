@@ -1,10 +1,14 @@
 """Boot, use and stop a VM for a profile: QEMU driven directly, one folder of state per running VM.
 
-A VM's folder (<cache>/vms/<profile>/) holds QEMU's pid, the agent's socket, the serial console
-log and the exchange folder shared into the guest as /exchange. Nothing listens on a network:
+A VM's folder (<cache>/vms/<profile>/) holds QEMU's pid and start time, the agent's socket, the serial
+console log and the exchange folder shared into the guest as /exchange. Nothing listens on a network:
 the guest has no network card and the host side is Unix sockets only. Every transition holds a
 flock(2) on <cache>/vms/<profile>.lock, which the kernel drops when its holder dies, so no lock
 outlives a crash; a folder whose QEMU has died is cleared by the next command that looks at it.
+
+QEMU is started through perflab.processes. A VM that `perflab vm up` boots outlives that command
+once booted; one booted for a single command (`vm run`, `vm shell`, `run --vm`, lab 4's boots) is
+one of that command's programs and stops with it, even on kill -9. Killed while booting, either stops.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import processes
 from ..errors import PerflabError
 from ..journal import signals_end_the_process
 from ..lock import exclusive
@@ -84,19 +89,14 @@ class VM:
         except (OSError, ValueError):
             return {}
 
-    def pid(self) -> int | None:
-        """QEMU's pid if this VM is running; a dead or reused pid counts as not running."""
-        pid = self.info().get("pid")
-        if not pid:
-            return None
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return None
-        return pid if str(self.agent_socket).encode() in cmdline else None
+    def qemu(self) -> tuple[int, int] | None:
+        """QEMU's pid and start time if this VM is running; a dead or reused pid counts as not running."""
+        info = self.info()
+        pid, started = info.get("pid"), info.get("started")
+        return (pid, started) if pid and started is not None and processes.alive(pid, started) else None
 
     def running(self) -> bool:
-        return self.pid() is not None
+        return self.qemu() is not None
 
 
 def vm(name: str) -> VM:
@@ -198,7 +198,7 @@ def cannot_boot() -> str | None:
 @functools.cache
 def qemu_version() -> str:
     """One `qemu --version` per process: the trial key and vm.json both need it."""
-    done = subprocess.run([QEMU, "--version"], capture_output=True, text=True)
+    done = processes.run([QEMU, "--version"])
     return done.stdout.splitlines()[0] if done.stdout else "unknown"
 
 
@@ -292,8 +292,11 @@ def _profile_lock(machine: VM):
     return exclusive(machine.folder.parent / f"{name}.lock", f"another perflab is starting or stopping {name}")
 
 
-def up(name: str, progress: bool = True) -> dict:
-    """Boot the profile's VM unless it is running; return its vm.json (accel, why, boot time...)."""
+def up(name: str, progress: bool = True, keep: bool = True) -> dict:
+    """Boot the profile's VM unless it is running; return its vm.json (accel, why, boot time...).
+
+    keep: once booted, the VM outlives this process (`perflab vm up`); otherwise its QEMU stays one of this
+    process's programs, which ends with it (a VM booted for one command)."""
     machine = vm(name)
     problem = cannot_run_vms()
     if problem:
@@ -301,34 +304,43 @@ def up(name: str, progress: bool = True) -> dict:
     with _profile_lock(machine):
         if machine.running():
             return machine.info()
-        _clear(machine)
-        built = guest_image.ensure(progress=progress)
-        forced = os.environ.get("PERFLAB_VM_ACCEL")
-        if forced not in (None, "", "kvm", "tcg"):
-            raise PerflabError(f"PERFLAB_VM_ACCEL={forced} is not kvm or tcg; unset it to let perflab choose")
-        key = trial_key(built.folder.name)
-        accel, why, trial = choose_accel(machine.profile, kvm_problem(), host_has_la57(), _trials().get(key), forced or None)
-        say(progress, f"{name}: {accel.upper()}, because {why}")
-        timeout = float(os.environ.get("PERFLAB_VM_BOOT_TIMEOUT", machine.profile.boot_timeout_s))
-        if trial:
-            try:
-                info = _boot(machine, built, "kvm", why, min(timeout, KVM_TRIAL_TIMEOUT_S), progress,
-                             silent_limit=KVM_FIRST_OUTPUT_S)
-                _record_trial(key, True, "booted")
-                return info
-            except BootFailed as err:
-                _record_trial(key, False, str(err.args[0]).split(";")[0])
-                accel, why = "tcg", f"KVM could not boot this guest ({str(err.args[0]).split(';')[0]})"
-                say(progress, f"{name}: falling back to TCG, because {why}")
+        info = _boot_as_chosen(machine, progress)
+        if keep:
+            processes.release(info["pid"])
+        return info
+
+
+def _boot_as_chosen(machine: VM, progress: bool) -> dict:
+    """Boot with KVM or TCG as choose_accel says: a KVM trial falls back to TCG, a TCG crash boots once more."""
+    name = machine.profile.name
+    _clear(machine)
+    built = guest_image.ensure(progress=progress)
+    forced = os.environ.get("PERFLAB_VM_ACCEL")
+    if forced not in (None, "", "kvm", "tcg"):
+        raise PerflabError(f"PERFLAB_VM_ACCEL={forced} is not kvm or tcg; unset it to let perflab choose")
+    key = trial_key(built.folder.name)
+    accel, why, trial = choose_accel(machine.profile, kvm_problem(), host_has_la57(), _trials().get(key), forced or None)
+    say(progress, f"{name}: {accel.upper()}, because {why}")
+    timeout = float(os.environ.get("PERFLAB_VM_BOOT_TIMEOUT", machine.profile.boot_timeout_s))
+    if trial:
         try:
-            return _boot(machine, built, accel, why, timeout, progress)
-        except QemuCrashed as crash:
-            if accel != "tcg":
-                raise
-            # QEMU 7.2's TCG segfaulted once in about a day of boots here (8 vCPUs, wide), at random: a
-            # second boot is the remedy, and the message says it happened.
-            say(True, f"{name}: {str(crash.args[0]).split(';')[0]} (a crash in QEMU's TCG); booting once more")
-            return _boot(machine, built, accel, why, timeout, progress)
+            info = _boot(machine, built, "kvm", why, min(timeout, KVM_TRIAL_TIMEOUT_S), progress,
+                         silent_limit=KVM_FIRST_OUTPUT_S)
+            _record_trial(key, True, "booted")
+            return info
+        except BootFailed as err:
+            _record_trial(key, False, str(err.args[0]).split(";")[0])
+            accel, why = "tcg", f"KVM could not boot this guest ({str(err.args[0]).split(';')[0]})"
+            say(progress, f"{name}: falling back to TCG, because {why}")
+    try:
+        return _boot(machine, built, accel, why, timeout, progress)
+    except QemuCrashed as crash:
+        if accel != "tcg":
+            raise
+        # QEMU 7.2's TCG segfaulted once in about a day of boots here (8 vCPUs, wide), at random: a
+        # second boot is the remedy, and the message says it happened.
+        say(True, f"{name}: {str(crash.args[0]).split(';')[0]} (a crash in QEMU's TCG); booting once more")
+        return _boot(machine, built, accel, why, timeout, progress)
 
 
 def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: float, progress: bool,
@@ -342,16 +354,17 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
     machine.exchange.mkdir(parents=True)
     argv = qemu_argv(machine, built.disk, built.kernel(profile.kernel), built.initrd(profile.kernel), accel)
     started = time.monotonic()
-    with (machine.folder / "qemu.err").open("w") as err:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
-    info = {"profile": profile.name, "pid": process.pid, "accel": accel, "accel_reason": why,
+    with (machine.folder / "qemu.err").open("w") as err:  # no death signal: `perflab vm up` lets it live on
+        process = processes.start(argv, stdout=err, stderr=err, own_session=True, death_signal=False)
+    info = {"profile": profile.name, "pid": process.pid, "started": processes.start_time(process.pid), "accel": accel,
+            "accel_reason": why,
             "topology": profile.topology(), "kernel": built.info()["kernels"][profile.kernel],
             "kernel_args": profile.kernel_args, "image": built.folder.name, "qemu": qemu_version(), "qemu_argv": argv}
     machine.info_path.write_text(json.dumps(info, indent=1) + "\n")
     try:
         pong = _wait_for_agent(machine, process, accel, started, timeout, progress, silent_limit)
     except BaseException:
-        _stop(machine, process.pid)
+        _stop(machine, (process.pid, info["started"]))
         raise
     info["boot_seconds"] = round(time.monotonic() - started, 1)
     info["guest_kernel"] = pong.get("kernel")
@@ -408,40 +421,16 @@ def down(name: str) -> bool:
     """Stop the profile's VM; False when it was not running. The guest's disk writes are discarded."""
     machine = vm(name)
     with _profile_lock(machine):
-        pid = machine.pid()
-        _stop(machine, pid)
-        return pid is not None
+        qemu = machine.qemu()
+        _stop(machine, qemu)
+        return qemu is not None
 
 
-def _stop(machine: VM, pid: int | None) -> None:
-    if pid is not None:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_GRACE_S
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.1)
-            if _alive(pid):
-                os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _reap(pid)
+def _stop(machine: VM, qemu: tuple[int, int] | None) -> None:
+    """Stop QEMU (pid, start time), SIGTERM then SIGKILL, and clear the VM's folder."""
+    if qemu is not None:
+        processes.end(*qemu, signal.SIGTERM, STOP_GRACE_S)
     _clear(machine)
-
-
-def _alive(pid: int) -> bool:
-    _reap(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass  # not our child: its own parent (or init) reaps it
 
 
 def _clear(machine: VM) -> None:
@@ -456,7 +445,7 @@ def session(name: str, progress: bool = True):
     with signals_end_the_process():  # a VM booted for this command stops with it, also on kill
         if booted_here:
             say(progress, f"{name} is not running: booting it for this command (`perflab vm up {name}` keeps it up)")
-            up(name, progress=progress)
+            up(name, progress=progress, keep=False)
         try:
             yield machine
         finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,8 +17,8 @@ from typing import Any, Callable
 
 from tqdm.auto import tqdm
 
+from ... import processes
 from ...errors import PerflabError
-from ...runner import stop_process_group
 from . import coz
 
 SOURCE_DIR = "labs/07-causal-profiling"
@@ -77,13 +78,13 @@ def parse_perf_report(text: str) -> list[dict[str, Any]]:
 def perf_ranking(argv: list[str], folder: Path) -> list[dict[str, Any]]:
     """Sample on the software task-clock (no hardware PMU needed) and rank symbols by samples."""
     data = folder / "perf.data"
-    recorded = subprocess.run(["perf", "record", "-q", "-e", "task-clock", "-F", str(PERF_FREQUENCY),
-                               "-o", str(data), "--", *argv], capture_output=True, text=True)
+    recorded = processes.run(["perf", "record", "-q", "-e", "task-clock", "-F", str(PERF_FREQUENCY),
+                              "-o", str(data), "--", *argv])
     if recorded.returncode != 0:
         last = (recorded.stderr.strip().splitlines() or ["no message"])[-1]
         raise PerflabError(f"perf record failed: {last}; as root, or after `sysctl kernel.perf_event_paranoid=1`, it can sample")
-    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "-q", "--no-children",
-                             "-F", "overhead,sym", "--field-separator=,"], capture_output=True, text=True)
+    report = processes.run(["perf", "report", "-i", str(data), "--stdio", "-q", "--no-children",
+                            "-F", "overhead,sym", "--field-separator=,"])
     return parse_perf_report(report.stdout)
 
 
@@ -100,8 +101,8 @@ def coz_run(argv: list[str], output: Path, seconds: float, bar: tqdm, fixed_line
     """
     output.unlink(missing_ok=True)
     focus = ["--fixed-line", fixed_line] if fixed_line else []
-    process = subprocess.Popen(["coz", "run", *focus, "-o", str(output), "---", *argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = processes.start(["coz", "run", *focus, "-o", str(output), "---", *argv], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
     try:
         start = time.monotonic()
         while process.poll() is None:
@@ -116,7 +117,7 @@ def coz_run(argv: list[str], output: Path, seconds: float, bar: tqdm, fixed_line
             raise PerflabError(f"coz run failed: {last}; check that the program was built with -gdwarf-3 "
                                f"(`make -C {SOURCE_DIR}`)")
     finally:
-        stop_process_group(process)
+        processes.stop(process, signal.SIGINT)
     return output.read_text()
 # ANCHOR_END: coz_run
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ... import stats
+from ... import processes, stats
 from ...build import ensure_built
 from ...errors import PerflabError
 from ...journal import SystemChanges
@@ -107,11 +107,11 @@ class Reader:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> Reader:
-        self.process = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = processes.start(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.process.terminate()
+        processes.stop(self.process)  # SIGTERM: it reads until told
         _, err = self.process.communicate()
         if self.process.returncode not in (0, -15) and not exc[0]:
             raise PerflabError(f"the reader failed: {err.decode(errors='replace').strip() or self.process.returncode}")

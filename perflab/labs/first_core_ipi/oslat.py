@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ... import stats
+from ... import processes, stats
 from ...build import ensure_built
 from ...errors import PerflabError
 from ...probe import Machine
@@ -63,8 +62,8 @@ def parse_json(text: str, cpu: int) -> dict[str, Any]:
 def run_oslat(cpu: int, main_cpu: int, seconds: int, folder: str) -> dict[str, Any]:
     """oslat on `cpu` for `seconds` (after its one-second preheat), its main thread parked on `main_cpu`."""
     output = Path(folder) / "oslat.json"
-    done = subprocess.run(["oslat", "-c", str(cpu), "-C", str(main_cpu), "-D", str(seconds), "-q",
-                           f"--json={output}"], capture_output=True, text=True)
+    done = processes.run(["oslat", "-c", str(cpu), "-C", str(main_cpu), "-D", str(seconds), "-q",
+                          f"--json={output}"])
     if done.returncode != 0 or not output.exists():
         raise PerflabError(f"oslat failed: {done.stderr.strip() or done.returncode}")
     return parse_json(output.read_text(), cpu)

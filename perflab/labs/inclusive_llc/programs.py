@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from ... import processes
 from ...errors import PerflabError
 from ...probe import Machine
 from ...runner import run_once
@@ -24,19 +26,24 @@ class Aggressor:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> Aggressor:
-        self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, bufsize=1)
-        self._read_until("meta")
+        self.process = processes.start(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True, bufsize=1)
+        try:
+            self._read_until("meta")
+        except BaseException:
+            processes.stop(self.process, signal.SIGKILL)
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
         assert self.process is not None
         try:
-            self.process.stdin.close()
+            self.process.stdin.close()  # its order to end
             self.process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
+            pass
+        finally:
+            processes.stop(self.process, signal.SIGKILL)
 
     def _read_until(self, kind: str) -> list[dict]:
         assert self.process is not None
@@ -106,8 +113,8 @@ def timeline(victim: Path, aggressor: Path, victim_cpu: int, aggressor_cpu: int,
     """One long victim run: alone, then with the aggressor streaming `size` bytes, then alone again."""
     with Aggressor(aggressor, aggressor_cpu, size) as streamer:
         start = time.monotonic()
-        process = subprocess.Popen(victim_argv(victim, victim_cpu, working_set, 3 * phase_ms),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = processes.start(victim_argv(victim, victim_cpu, working_set, 3 * phase_ms),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             time.sleep(phase_ms / 1000)
             on_ms = (time.monotonic() - start) * 1000  # it starts streaming as soon as it reads the order
@@ -117,9 +124,7 @@ def timeline(victim: Path, aggressor: Path, victim_cpu: int, aggressor_cpu: int,
             off_ms = (time.monotonic() - start) * 1000
             out, err = process.communicate(timeout=AGGRESSOR_TIMEOUT_S)
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            processes.stop(process, signal.SIGKILL)
     if process.returncode != 0:
         raise PerflabError(f"victim failed: {err.strip()}")
     samples = [s for s in map(json.loads, out.splitlines()) if s["type"] == "sample" and not s.get("warmup")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -14,10 +15,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ... import results, stats
+from ... import processes, results, stats
 from ...errors import PerflabError
 from ...lock import measurement_lock
-from ...runner import stop_process_group
 from ...text import table
 from ...verdict import judge_change
 from .run import ALONE, LAB, MIN_EFFECT, label, slowdown_text
@@ -48,15 +48,16 @@ def _victim_rate(victim_cpu: int, aggressor_cpu: int | None, llc_bytes: int, sec
     """One stress-ng victim run, beside a stress-ng aggressor unless aggressor_cpu is None."""
     aggressor = None
     if aggressor_cpu is not None:
-        aggressor = subprocess.Popen(stress_ng_argv("read64", aggressor_cpu, llc_bytes, 10 * seconds + 60),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(1)  # let it map and touch its buffer first
+        aggressor = processes.start(stress_ng_argv("read64", aggressor_cpu, llc_bytes, 10 * seconds + 60),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        done = subprocess.run(stress_ng_argv("flip", victim_cpu, VICTIM_BYTES, seconds, yaml_path),
-                              capture_output=True, text=True, timeout=seconds + 60)
+        if aggressor is not None:
+            time.sleep(1)  # let it map and touch its buffer first
+        done = processes.run(stress_ng_argv("flip", victim_cpu, VICTIM_BYTES, seconds, yaml_path),
+                             timeout=seconds + 60)
     finally:
         if aggressor is not None:
-            stop_process_group(aggressor)
+            processes.stop(aggressor, signal.SIGINT)
     if done.returncode != 0:
         raise PerflabError(f"stress-ng failed: {done.stderr.strip().splitlines()[-1:]}")
     return parse_bogo_rate(yaml_path.read_text())

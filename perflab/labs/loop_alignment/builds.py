@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import results, stats
+from ... import processes, results, stats
 from ...build import compile_variant
 from ...errors import PerflabError
 from ...lock import measurement_lock
@@ -57,7 +56,7 @@ def build_variant(source: Path, variant: Variant, out_dir: Path) -> Path:
 
 
 def compiler_version(compiler: str) -> str:
-    done = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+    done = processes.run([compiler, "--version"])
     return done.stdout.splitlines()[0] if done.returncode == 0 and done.stdout else "unknown"
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import processes
 from ...errors import PerflabError
 
 LINE = 64  # instruction-cache line
@@ -98,7 +98,7 @@ def disassemble(binary: Path, symbols: list[str] | None = None) -> dict[str, lis
     argv = ["objdump", "-d", "-w"]
     if symbols and len(symbols) == 1:
         argv.append(f"--disassemble={symbols[0]}")
-    done = subprocess.run(argv + [str(binary)], capture_output=True, text=True)
+    done = processes.run(argv + [str(binary)])
     if done.returncode != 0:
         raise PerflabError(f"objdump failed on {binary}: {done.stderr.strip()}")
     functions = parse_objdump(done.stdout)

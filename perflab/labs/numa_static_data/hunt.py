@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import processes
 from ...errors import PerflabError
 
 DATA_TYPES = "bBdD"  # nm's letters for .bss (b, B) and .data (d, D)
@@ -34,7 +34,7 @@ def globals_of(binary: Path) -> list[Global]:
     """The program's own global variables in .data and .bss, largest last (nm -S --size-sort)."""
     if not shutil.which("nm"):
         raise PerflabError("nm is missing: run `make lab` (it installs binutils)")
-    done = subprocess.run(["nm", "-S", "--size-sort", str(binary)], capture_output=True, text=True)
+    done = processes.run(["nm", "-S", "--size-sort", str(binary)])
     if done.returncode != 0:
         raise PerflabError(f"nm cannot read {binary}: {done.stderr.strip()}")
     found = []
@@ -51,7 +51,7 @@ def globals_of(binary: Path) -> list[Global]:
 
 def sections_of(binary: Path) -> dict[str, tuple[int, int]]:
     """{".data": (start, size), ".bss": (start, size)} from readelf -S."""
-    done = subprocess.run(["readelf", "-SW", str(binary)], capture_output=True, text=True)
+    done = processes.run(["readelf", "-SW", str(binary)])
     found = {}
     for line in done.stdout.splitlines():
         match = re.search(r"\]\s+(\.data|\.bss)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
@@ -77,7 +77,7 @@ def count_writes(argv: list[str], candidates: list[Global]) -> dict[str, int]:
     for start in range(0, len(candidates), BREAKPOINTS):
         chosen = candidates[start:start + BREAKPOINTS]
         events = [arg for event in breakpoint_events(chosen) for arg in ("-e", event)]
-        done = subprocess.run(["perf", "stat", "-x", ",", *events, "--", *argv], capture_output=True, text=True)
+        done = processes.run(["perf", "stat", "-x", ",", *events, "--", *argv])
         rows = [line.split(",") for line in done.stderr.splitlines() if ",mem:" in line]
         if done.returncode != 0 or len(rows) != len(chosen) or not all(r[0].isdigit() for r in rows):
             last = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]

@@ -1,0 +1,165 @@
+"""kill -9 of `perflab run LAB --quick` at three moments of every lab: 2 s later, nothing of that run is left.
+
+Each lab's first moment runs with the fast tests (a few seconds each); the later ones wait for a lab's race
+to be decided (first-core-ipi's part 1 takes 5 to 40 s, by the machine's load), so they are slow tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, without_guest_image
+from perflab import journal
+from perflab.labs import labs
+from perflab.vm import image
+
+# Three moments of each lab's quick run, each a program of it (a regex on its command line) and how many
+# of those have started: its first measurement, then programs of other kinds, later in the run.
+# first-core-ipi's oslat runs beside blockread's endless reader, which issue 32 found spinning under PID 1
+# after such a kill (test_the_endless_reader_dies_with_its_lab has it alone, fast).
+KILL_POINTS = {
+    "core-to-core": [("pingpong", 1), ("pingpong", 3), ("perf --version", 1)],
+    "inclusive-llc": [("aggressor .* -i", 1), ("victim", 1), ("victim", 6)],
+    "first-core-ipi": [("bystander", 1), ("perf stat", 1), ("oslat", 1)],
+    "page-table-levels": [("make", 1), ("cpuid", 1)],  # no guest image here: only the probe's helpers run
+    "numa-static-data": [("shared_global", 1), ("shared_global", 12), ("shared_global", 30)],
+    "loop-alignment": [("offset_sweep", 1), ("objdump", 1), (r"offset_sweep .*-o \d+,\d+", 1)],
+    "causal-profiling": [("perf record", 1), ("coz run", 1), (r"commit -d \d+", 3)],
+}
+# With a guest image, lab 4 boots QEMU: the first boot, and the second in both paging modes.
+BOOTING = [("qemu-system", 1), ("qemu-system", 2), ("qemu-system", 3)]
+
+
+def _table() -> dict[int, tuple[int, int, str]]:
+    """Every process now: pid -> (process group, start time, state)."""
+    found = {}
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as file:
+                fields = file.read().rpartition(")")[2].split()
+        except (OSError, ValueError):
+            continue
+        if name.isdigit():
+            found[int(name)] = (int(fields[2]), int(fields[19]), fields[0])
+    return found
+
+
+def _under(root: int) -> list[int]:
+    """Every process below `root`, from the kernel's lists of children (fast enough to poll every millisecond)."""
+    below, todo = [], [root]
+    while todo:
+        parent = todo.pop()
+        try:
+            children = [int(child) for task in os.listdir(f"/proc/{parent}/task")
+                        for child in Path(f"/proc/{parent}/task/{task}/children").read_text().split()]
+        except OSError:  # it ended meanwhile
+            continue
+        below += children
+        todo += children
+    return below
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _kill_at(lab: str, pattern: str, nth: int, env: dict, log: Path) -> tuple[dict[int, int], set[int]]:
+    """Run the lab, kill -9 it once the nth program matching `pattern` has started; what ran then:
+    ({pid: start time} of it and every process under it, their process groups)."""
+    with log.open("w") as err:
+        run = subprocess.Popen([sys.executable, "-m", "perflab", "run", lab, "--quick"], cwd=REPO, env=env,
+                               stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    matched: set[int] = set()
+    deadline = time.monotonic() + 300
+    while len(matched) < nth:
+        if run.poll() is not None or time.monotonic() > deadline:
+            run.kill()
+            run.wait()
+            pytest.skip(f"{lab}'s quick run here ended before it started {pattern!r} #{nth}: {log.read_text()[-300:]}")
+        matched |= {pid for pid in _under(run.pid) if re.search(pattern, _command(pid))}
+        time.sleep(0.001)
+    table = _table()
+    tree = {pid: table[pid][1] for pid in [run.pid, *_under(run.pid)] if pid in table}
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    return tree, {table[pid][0] for pid in tree}
+
+
+def _left_after(tree: dict[int, int], groups: set[int], seconds: float) -> list[str]:
+    """Wait up to `seconds` for every process of the tree and of its groups to end; what still runs."""
+    deadline = time.monotonic() + seconds
+    while True:
+        table = _table()
+        left = {pid for pid, started in tree.items() if pid in table and table[pid][1] == started
+                and table[pid][2] != "Z"}
+        left |= {pid for pid, (pgrp, _, state) in table.items() if pgrp in groups and state != "Z"}
+        if not left or time.monotonic() > deadline:
+            return [f"{pid} {_command(pid)}" for pid in sorted(left)]
+        time.sleep(0.02)
+
+
+def _check(lab: str, point: tuple[str, int], env: dict, tmp_path: Path) -> None:
+    tree, groups = _kill_at(lab, *point, env, tmp_path / "stderr.txt")
+    try:
+        assert _left_after(tree, groups, 2.0) == [], f"left running after kill -9 at {point} of {lab}"
+    finally:
+        journal.recover()  # what the killed run changed on this machine (rq_affinity, tracers), as the next run would
+
+
+def test_the_kill_points_name_every_lab():
+    assert set(KILL_POINTS) == {lab.name for lab in labs() if lab.status == "ready"}
+
+
+@pytest.mark.parametrize("lab, point", [pytest.param(lab, point, marks=[pytest.mark.slow] if later else [])
+                                         for lab, points in KILL_POINTS.items() for later, point in enumerate(points)],
+                         ids=lambda value: value if isinstance(value, str) else f"{value[0]}#{value[1]}")
+def test_nothing_of_a_run_outlives_its_kill_9(lab, point, tmp_path):
+    _check(lab, point, {**os.environ, **without_guest_image(tmp_path)}, tmp_path)
+
+
+READER = """
+import tempfile, time
+from perflab.build import ensure_built
+from perflab.labs.first_core_ipi.blockdev import read_path
+from perflab.labs.first_core_ipi.completions import SOURCE_DIR
+from perflab.labs.first_core_ipi.noise import Reader
+from perflab.sysfs import default_root
+plan = {"submitter": 0, "read_path": str(read_path(default_root()))}
+with tempfile.TemporaryDirectory() as folder, Reader(ensure_built(SOURCE_DIR, "blockread"), plan, folder) as reader:
+    print(reader.process.pid, flush=True)
+    time.sleep(300)
+"""
+
+
+def test_the_endless_reader_dies_with_its_lab():
+    """Issue 32's case: after kill -9 of first-core-ipi, `blockread -n 1000000000000` spun on under PID 1."""
+    lab = subprocess.Popen([sys.executable, "-c", READER], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    reader = int(lab.stdout.readline())
+    assert "-n 1000000000000" in _command(reader)
+    table = _table()
+    tree = {pid: table[pid][1] for pid in [lab.pid, *_under(lab.pid)]}
+    lab.kill()
+    lab.wait()
+    assert _left_after(tree, {table[pid][0] for pid in tree}, 2.0) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", BOOTING, ids=lambda value: f"{value[0]}#{value[1]}")
+def test_lab_4s_vms_die_with_its_kill_9(point, tmp_path):
+    """A VM booted for a run is one of its programs: a kill -9 of the run stops its QEMU too."""
+    if not image.current().exists() and os.geteuid() != 0:
+        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
+    image.ensure(progress=False)
+    _check("page-table-levels", point, dict(os.environ), tmp_path)
