@@ -144,11 +144,11 @@ def test_a_function_answering_yes_or_no_is_checked_against_the_same_bool():
     from perflab.grading.answers import function_check
     from perflab.grading.kernel import FunctionAnswer
 
-    inputs = {"my_f": [[1], [2]]}
-    right = Answers({"my_f": FunctionAnswer("__main__", [False, True])}, inputs)
+    inputs, code = {"my_f": [[1], [2]]}, ["def my_f(x):\n    return x == 2"]
+    right = Answers({"my_f": FunctionAnswer("__main__", "my_f", [False, True])}, inputs, code)
     assert function_check(right, "my_f", lambda x: x == 2, 0).status == "passed"
     for wrong in ([0, 1], [True, True]):  # numbers are not answers to a yes-or-no question
-        answers = Answers({"my_f": FunctionAnswer("__main__", wrong)}, inputs)
+        answers = Answers({"my_f": FunctionAnswer("__main__", "my_f", wrong)}, inputs, code)
         assert function_check(answers, "my_f", lambda x: x == 2, 0).status == "failed"
 
 

@@ -177,10 +177,10 @@ def test_made_up_processes_never_make_the_largest_rss_the_flood():
 def test_naming_the_largest_rss_fails_and_says_so():
     rows = [{"name": "big", "rss_bytes": 8 * GIB, "readings": [[0, 0], [1, 1e8]]},
             {"name": "flood", "rss_bytes": GIB, "readings": [[0, 0], [1, 1e10]]}]
-    answers = Answers({"flood_suspect": FunctionAnswer("__main__", ["big"])}, {"flood_suspect": [[rows]]})
+    answers = Answers({"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["big"])}, {"flood_suspect": [[rows]]})
     check = checks.names_check(answers, "flood_suspect")
     assert check.status == FAILED and "the largest RSS is 'big'" in check.expected
-    answers = Answers({"flood_suspect": FunctionAnswer("__main__", ["flood"])}, {"flood_suspect": [[rows]]})
+    answers = Answers({"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["flood"])}, {"flood_suspect": [[rows]]})
     assert checks.names_check(answers, "flood_suspect").status == PASSED
 
 
@@ -286,7 +286,8 @@ def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, 
     monkeypatch.setattr(checks, "fresh_race", lambda: fresh)
     inputs = checks.model_inputs()
     answers = Answers({"predict_write_slowdown": FunctionAnswer(
-        "__main__", [checks.predicted_write_slowdown(*i) for i in inputs])}, {"predict_write_slowdown": inputs})
+        "__main__", "predict_write_slowdown", [checks.predicted_write_slowdown(*i) for i in inputs])}, {"predict_write_slowdown": inputs},
+        ["def predict_write_slowdown(*args):\n    return 0.0"])
     found = checks.predict_slowdown(answers)
     assert [c.status for c in found] == [PASSED, status], found[-1].render()
 

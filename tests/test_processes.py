@@ -132,6 +132,9 @@ class _Stub(Lab):
     def choose_cpus(self, machine, cpus):
         return None
 
+    def watched_cpus(self, placement):
+        return []
+
     def measure(self, machine, placement, settings, progress):
         return new_result(self.name, "stub", {}, {})
 
@@ -173,7 +176,7 @@ def test_a_record_ends_only_its_writers_processes(tmp_path):
 # Where programs start: every one through perflab.processes, but for code other engineers own or that
 # does not belong to a run (the guest's agent is the guest's init's child; a workshop's users and hub).
 NOT_A_RUNS_PROGRAM = {"processes.py", "vm/agent.py", "vm/image.py", "vm/vagrant.py", "knobs.py", "grading/__init__.py",
-                      "workshop/hub.py", "workshop/regrade.py"}
+                      "workshop/hub.py", "workshop/checks.py", "workshop/turns.py", "workshop/regrade.py"}
 
 
 def test_every_program_a_run_starts_goes_through_perflab_processes():

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from typing import Any
 
+from ... import processes
 from ...build import ensure_built
 from ...probe import Machine
 from ...runner import BENCH_TIMEOUT_S
@@ -30,7 +30,7 @@ def listed_events() -> str:
     """Every event name perf knows here, space-separated ('' without perf)."""
     if shutil.which("perf") is None:
         return ""
-    return subprocess.run(["perf", "list", "--raw-dump"], capture_output=True, text=True, timeout=60).stdout
+    return processes.run(["perf", "list", "--raw-dump"], timeout=60).stdout
 
 
 # ANCHOR: event
@@ -61,8 +61,7 @@ def parse_perf_stat(text: str, event: str) -> int | None:
 
 def count(event: str, argv: list[str]) -> tuple[int | None, list[dict[str, Any]]]:
     """Run argv under `perf stat -e event`: the count, and the program's own JSON records."""
-    done = subprocess.run(["perf", "stat", "-x", ",", "-e", event, "--", *argv], capture_output=True, text=True,
-                          timeout=BENCH_TIMEOUT_S)
+    done = processes.run(["perf", "stat", "-x", ",", "-e", event, "--", *argv], timeout=BENCH_TIMEOUT_S)
     return parse_perf_stat(done.stderr, event), [json.loads(line) for line in done.stdout.splitlines()]
 
 

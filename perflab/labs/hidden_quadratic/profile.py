@@ -11,10 +11,10 @@ perf_event_paranoid 2 may profile their own programs, in user space only.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
+from ... import processes
 from ...errors import PerflabError
 
 FREQUENCY = 999  # samples per second: prime-ish, so it does not beat with periodic work
@@ -70,15 +70,13 @@ def record(argv: list[str]) -> dict[str, int]:
     require_perf()
     with tempfile.TemporaryDirectory() as folder:
         data = Path(folder) / "perf.data"
-        recorded = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(FREQUENCY),
-                                   "--call-graph", f"dwarf,{STACK_BYTES}", "-o", str(data), "--", *argv],
-                                  capture_output=True, text=True)
+        recorded = processes.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(FREQUENCY),
+                                  "--call-graph", f"dwarf,{STACK_BYTES}", "-o", str(data), "--", *argv])
         if recorded.returncode != 0:
             last = (recorded.stderr.strip().splitlines() or ["no message"])[-1]
             raise PerflabError(f"perf record failed: {last}; a user may profile their own programs at "
                                "perf_event_paranoid 2 or lower (`sysctl kernel.perf_event_paranoid`)")
-        script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"], capture_output=True,
-                                text=True)
+        script = processes.run(["perf", "script", "-i", str(data), "-F", "comm,ip,sym"])
     if script.returncode != 0:
         raise PerflabError(f"perf script failed: {(script.stderr.strip().splitlines() or ['no message'])[-1]}")
     return fold(script.stdout)

@@ -1,9 +1,8 @@
 """Lab 10's two C programs, driven over pipes: the victim chases on request, the neighbour changes mode on request.
 
-Both are started as this process's children, in sessions of their own (runner.stop_process_group stops each
-with everything it forked, also on Ctrl-C and errors), and both end at the end of their input: if perflab is
-killed, even with -9, its end of their stdin closes and they exit within one chunk of work. (A shared module
-for lab programs, perflab/processes.py, is being written; these use runner.py's helpers until it lands.)
+Both are started through perflab.processes, so they die with the lab however it ends, and both also end at
+the end of their input: when perflab closes its end of their stdin, they report and exit within one chunk of
+work.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from ... import processes
 from ...errors import PerflabError
-from ...runner import stop_process_group
 from ...sysfs import SysRoot, default_root
 
 ANSWER_TIMEOUT_S = 120
@@ -30,8 +29,8 @@ class Program:
         self.params: dict = {}
 
     def __enter__(self):
-        self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
+        self.process = processes.start(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True, bufsize=1)
         try:
             self.params = self.read_until("params")[-1]
         except BaseException:
@@ -48,7 +47,8 @@ class Program:
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            stop_process_group(self.process, grace=5)
+            pass
+        processes.stop(self.process, grace=5)  # whatever is left of it; forgets it either way
 
     @property
     def pid(self) -> int:
