@@ -42,6 +42,18 @@ def stat(pid: int) -> Stat | None:
     return Stat(fields[0], int(fields[2]), int(fields[19]))
 
 
+def start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks after boot; None when there is no such process."""
+    found = stat(pid)
+    return found.started if found else None
+
+
+def alive(pid: int, started: int) -> bool:
+    """Is the process that started at `started` still running? A zombie has ended; a reused pid is another process."""
+    found = stat(pid)
+    return found is not None and found.started == started and found.state not in "ZX"
+
+
 def _live(pid: int) -> bool:
     found = stat(pid)
     return found is not None and found.state not in "ZX"

@@ -34,24 +34,13 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .errors import PerflabError
+from .manifest.labs import run_named
+from .paths import lock_path
+from .processes import alive, start_time
 from .turns import socket_path, turn
 
 REPEAT_PLACE_S = 15  # a waiter's place is shown when it changes, and the estimate this often
 _held = threading.local()  # re-entrant within a process: a lab run calls measurements that also lock
-
-
-def lock_path() -> Path:
-    """The same file for every user and environment, or the lock would not exclude anyone.
-
-    Chosen by the folders' modes, not by this user's access or TMPDIR, which differ between users.
-    """
-    if "PERFLAB_LOCK" in os.environ:
-        return Path(os.environ["PERFLAB_LOCK"])
-    try:
-        shared = os.stat("/run/lock").st_mode & 0o1777 == 0o1777  # sticky and writable by all, as on Debian
-    except OSError:
-        shared = False
-    return Path("/run/lock" if shared else "/tmp") / "perflab-measure.lock"
 
 
 def open_shared(path: Path, what: str, instead: str = "") -> int:
@@ -117,14 +106,10 @@ class Ticket:
 
     @classmethod
     def mine(cls, what: str) -> Ticket:
-        from .journal import process_start
-
-        return cls(os.getpid(), process_start(os.getpid()) or 0, who_am_i(), what, time.time())
+        return cls(os.getpid(), start_time(os.getpid()) or 0, who_am_i(), what, time.time())
 
     def alive(self) -> bool:
-        from .journal import process_start
-
-        return process_start(self.pid) == self.started
+        return alive(self.pid, self.started)
 
     def describe(self) -> str:
         return f"{self.user}'s {self.what}"
@@ -186,8 +171,6 @@ def expected_seconds(what: str) -> float | None:
 
 def manifest_seconds(what: str) -> float | None:
     """What the lab manifest expects of a lab run (`perflab run NAME [--quick]`), until one is measured here."""
-    from .labs.manifest import run_named  # not above: perflab.labs imports this module
-
     run = run_named(what)
     return run[0].expected_s.of(quick=run[1]) if run else None
 

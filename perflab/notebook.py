@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import html
 import os
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import ipywidgets as widgets
 from IPython.display import HTML, display
 
 from .errors import PerflabError
-from .labs import Lab
 from .probe import Machine
 from .text import inline_html
 from .verdict import COLOURS, Verdict
+
+if TYPE_CHECKING:  # the notebooks hand in their lab; the core imports none
+    from .labs import Lab
 
 
 def quick_mode() -> bool:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .grading import progress
-from .grading.manifest import load_manifest
-from .labs.manifest import labs
+from .manifest.exercises import load_manifest
+from .manifest.labs import labs
 from .results import last_verdict
 from .text import table
 from .workspace import lab_notebook

@@ -1,4 +1,4 @@
-"""Where the course keeps its files: the checkout, the build output, the results."""
+"""Where the course keeps its files: the checkout, the build output, the learner's workspace, the results."""
 
 from __future__ import annotations
 
@@ -22,6 +22,25 @@ def lab_package(name: str) -> str:
     digit spelled out, since a module's name cannot start with one ('4k-aliasing' is four_k_aliasing)."""
     package = name.replace("-", "_")
     return f"{DIGITS[int(package[0])]}_{package[1:]}" if package[:1].isdigit() else package
+
+
+def lock_path() -> Path:
+    """The same file for every user and environment, or the lock would not exclude anyone.
+
+    Chosen by the folders' modes, not by this user's access or TMPDIR, which differ between users.
+    """
+    if "PERFLAB_LOCK" in os.environ:
+        return Path(os.environ["PERFLAB_LOCK"])
+    try:
+        shared = os.stat("/run/lock").st_mode & 0o1777 == 0o1777  # sticky and writable by all, as on Debian
+    except OSError:
+        shared = False
+    return Path("/run/lock" if shared else "/tmp") / "perflab-measure.lock"
+
+
+def workspace_dir() -> Path:
+    """The learner's own copies of the notebooks and their progress: work/ unless PERFLAB_WORKSPACE says otherwise."""
+    return Path(os.environ.get("PERFLAB_WORKSPACE", REPO_ROOT / "work"))
 
 
 def results_dir() -> Path:

@@ -13,8 +13,9 @@ leaves running), so two more things end a run's programs:
 - a record of each program beside the measurement lock (perflab.records), so that the next `perflab run`
   and `perflab system reset` end what a process left when its guardian died too, and say which.
 
-Also the project's one liveness check: a process is its pid *and* its start time, so a reused pid is never
-taken for it.
+Also the project's one liveness check (start_time, alive, defined beside the guardian's /proc reader, which
+must stay standard library only): a process is its pid *and* its start time, so a reused pid is never taken
+for it.
 """
 
 from __future__ import annotations
@@ -28,26 +29,15 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from .guardian import TOKEN, end_group, stat
-
-if TYPE_CHECKING:
-    from .records import Record
+from . import records
+from .guardian import TOKEN, end_group
+from .guardian import alive as alive  # the liveness check, with start_time: callers take both from here
+from .guardian import start_time as start_time
+from .records import Record
 
 SETPRIV = shutil.which("setpriv")  # util-linux's, in every Debian
-
-
-def start_time(pid: int) -> int | None:
-    """When the process started, in clock ticks after boot; None when there is no such process."""
-    found = stat(pid)
-    return found.started if found else None
-
-
-def alive(pid: int, started: int) -> bool:
-    """Is the process that started at `started` still running? A zombie has ended; a reused pid is another process."""
-    found = stat(pid)
-    return found is not None and found.started == started and found.state not in "ZX"
 
 
 @dataclass
@@ -83,8 +73,6 @@ def start(argv: Sequence[str], *, own_session: bool = False, death_signal: bool 
     setpriv sets it and execs the program: 2.5 to 3 ms a program here, against 1.2 to 1.7 ms without it and 8 to
     9 ms for a preexec_fn (a fork instead of a vfork, and Python in the child), measured in a 135 MB lab process.
     """
-    from . import records  # here: records imports this module
-
     environment = popen.pop("env", None) or os.environ
     if shutil.which(argv[0], path=environment.get("PATH", os.defpath)) is None:  # not setpriv's exit code 127
         raise FileNotFoundError(errno.ENOENT, f"No such file or directory: {argv[0]!r}", argv[0])

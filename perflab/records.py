@@ -22,16 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .guardian import end_programs
-from .processes import alive, start_time
+from .guardian import alive, end_programs, start_time
+from .paths import lock_path
 
 _warned: list[str] = []  # the folder that could not be written, once said
 
 
 def folder() -> Path:
     """<measurement lock>.processes: one place per machine (and per test, whose PERFLAB_LOCK is its own)."""
-    from .lock import lock_path
-
     lock = lock_path()
     return lock.with_name(lock.name + ".processes")
 

@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 
 from .errors import PerflabError
-from .labs import available, find, labs
+from .manifest.labs import available, find, labs
 from .paths import results_dir
 from .results import write_atomic
 from .text import inline_html

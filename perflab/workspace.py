@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PerflabError
-from .paths import REPO_ROOT
-
-
-def workspace_dir() -> Path:
-    return Path(os.environ.get("PERFLAB_WORKSPACE", REPO_ROOT / "work"))
+from .manifest.exercises import load_manifest
+from .manifest.labs import labs
+from .paths import REPO_ROOT, workspace_dir
 
 
 @dataclass(frozen=True)
@@ -35,9 +33,6 @@ class Prepared:
 
 def course_notebooks() -> list[tuple[Path, Path]]:
     """(the course's notebook, the learner's copy) for every lab and exercise notebook."""
-    from .grading.manifest import load_manifest
-    from .labs.manifest import labs
-
     pairs = [(REPO_ROOT / lab.folder / "lab.ipynb", lab_notebook(lab.folder)) for lab in labs() if lab.ready]
     pairs += [(exercise.exercise_path, exercise.learner_path) for exercise in load_manifest().exercises]
     return pairs

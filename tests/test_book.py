@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from perflab.labs.manifest import labs
+from perflab.manifest.labs import labs
 
 MDBOOK = REPO / ".tools" / "bin" / "mdbook"
 needs_mdbook = pytest.mark.skipif(not MDBOOK.exists(),

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from perflab import cli
-from perflab.grading.manifest import load_manifest
+from perflab.manifest.exercises import load_manifest
 from perflab.labs import available
 from perflab.vm.profiles import names as profile_names
 

@@ -7,7 +7,7 @@ import pytest
 
 from perflab.grading import FAILED, PASSED, Check, Report, progress
 from perflab.grading.authoring import author_check, learner_copy, strip_solutions
-from perflab.grading.manifest import load_manifest
+from perflab.manifest.exercises import load_manifest
 
 from conftest import without_guest_image
 
@@ -52,7 +52,7 @@ def test_manifest_lists_questions_as_hints():
 @pytest.mark.parametrize("budget", ["", "budget_s = 0\n", "budget_s = 'ten minutes'\n", "budget_s = true\n"])
 def test_an_exercise_without_a_budget_is_refused(tmp_path, budget):
     from perflab.errors import PerflabError
-    from perflab.grading.manifest import EXERCISES_DIR, load_manifest
+    from perflab.manifest.exercises import EXERCISES_DIR, load_manifest
 
     text = (EXERCISES_DIR / "manifest.toml").read_text()
     first = text.index("budget_s = ")

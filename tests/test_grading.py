@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli
 from perflab.grading import FAILED, PASSED, grade, progress
 from perflab.grading.kernel import cell_names, read_notebook, run_notebook
-from perflab.grading.manifest import load_manifest
+from perflab.manifest.exercises import load_manifest
 
 PINNING = load_manifest().find("c2c-pipeline-pinning")
 

@@ -126,7 +126,7 @@ def test_the_book_opens_from_the_landing_page_styled_with_sidebar_and_search(jup
 def test_a_chapter_opens_on_its_own_from_a_bookmark_or_another_sites_link_but_not_logged_out(jupyter, page):
     """A bookmark or a typed URL sends no Referer, a link from another site a foreign one: Jupyter's file handler
     refuses both (403, "Blocking request from unknown origin"). The book opens either way, but only logged in."""
-    from perflab.labs.manifest import find
+    from perflab.manifest.labs import find
 
     base, token, _ = jupyter
     lab = find("first-core-ipi")
@@ -169,8 +169,8 @@ def test_an_exercise_check_button_grades_and_the_landing_page_shows_it(jupyter, 
 
 
 def test_the_landing_page_lists_every_lab_and_exercise_from_the_manifests(jupyter):
-    from perflab.grading.manifest import load_manifest
-    from perflab.labs.manifest import labs
+    from perflab.manifest.exercises import load_manifest
+    from perflab.manifest.labs import labs
 
     base, token, _ = jupyter
     html = urllib.request.urlopen(f"{base}/perflab/?token={token}", timeout=30).read().decode()

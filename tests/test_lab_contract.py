@@ -24,9 +24,9 @@ import pytest
 from conftest import REPO
 from perflab import results
 from perflab.cli import labtools
-from perflab.grading.manifest import load_manifest
+from perflab.manifest.exercises import load_manifest
 from perflab.labs import Bound, Lab, LabInfo, labs
-from perflab.labs.bounds import bound_problems
+from perflab.bounds import bound_problems
 from perflab.paths import lab_package
 from perflab.verdict import Verdict
 

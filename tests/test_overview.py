@@ -6,7 +6,7 @@ import re
 
 from conftest import REPO, run_cli
 from perflab import landing, overview
-from perflab.labs.manifest import labs
+from perflab.manifest.labs import labs
 
 IN_LAB_ORDER = [(lab.number, name) for lab in labs() for name in lab.exercises]
 

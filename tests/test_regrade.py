@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from perflab.grading.manifest import load_manifest
+from perflab.manifest.exercises import load_manifest
 from perflab.workshop import regrade, roster
 
 EDITED = ["c2c-harmonic-mean", "llc-predict", "nsd-fix"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HOLD_A_TURN_AND_THE_LOCK, REPO
-from perflab.labs.manifest import find
+from perflab.manifest.labs import find
 from perflab.workshop import turns
 
 LIMIT_S = 2

@@ -208,7 +208,7 @@ def test_the_estimate_adds_what_each_run_ahead_took_last_time(shared_lock):
 
 
 def test_the_first_waiter_of_the_day_sees_the_manifests_estimate_until_a_run_is_measured_here(shared_lock):
-    from perflab.labs.manifest import find
+    from perflab.manifest.labs import find
 
     quick, expected = "perflab run numa-static-data --quick", find("numa-static-data").expected_s.quick
     holder = lock.Ticket(1, 0, "alice", quick, time.time())

@@ -10,7 +10,7 @@ import nbformat
 from conftest import REPO, run_cli
 from perflab import workspace
 from perflab.grading import grade, progress
-from perflab.grading.manifest import load_manifest
+from perflab.manifest.exercises import load_manifest
 
 
 def _git_status() -> str:
@@ -77,7 +77,7 @@ def test_a_corrupt_or_unreadable_progress_file_costs_no_grade(tmp_path, monkeypa
 
 
 def test_the_notebook_links_back_to_its_chapter_and_the_chapter_to_the_notebook():
-    from perflab.labs.manifest import labs
+    from perflab.manifest.labs import labs
 
     for lab in labs():
         if not lab.ready:

@@ -75,7 +75,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_hint(args: argparse.Namespace) -> int:
     from ..grading import next_hint
-    from ..grading.manifest import load_manifest
+    from ..manifest.exercises import load_manifest
 
     exercise = load_manifest().find(args.exercise)
     shown = next_hint(exercise)
@@ -92,7 +92,7 @@ def cmd_hint(args: argparse.Namespace) -> int:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    from ..grading.manifest import load_manifest
+    from ..manifest.exercises import load_manifest
     from ..workspace import reset
 
     exercise = load_manifest().find(args.exercise)

@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _run_lab_in_vm(args)
     if args.lab == "all":
         return _run_all(args)
-    from ..labs import find
+    from ..manifest.labs import find
 
     verdict = find(args.lab).load().run(cpus=args.cpus, quick=args.quick, runs=args.runs,
                                         progress=args.progress or not args.json, wait=not args.no_wait,
@@ -143,7 +143,7 @@ def without_vm(argv: list[str]) -> list[str]:
 
 
 def _run_lab_in_vm(args: argparse.Namespace) -> int:
-    from ..labs import find
+    from ..manifest.labs import find
     from ..vm.labrun import run_lab
 
     if args.lab == "all":

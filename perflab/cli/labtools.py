@@ -34,8 +34,9 @@ class LabCommands:
 def ready_labs(manifest: Path = MANIFEST) -> list[tuple[int, str]]:
     """(number, name) of every ready lab in the manifest, in course order.
 
-    Read here with tomllib rather than by perflab/labs/manifest.py, whose package imports the heavy parts;
-    that reader checks the same file whenever a lab runs, and tests/test_lab_contract.py that both agree.
+    Read here with tomllib rather than by perflab/manifest/labs.py, whose dataclasses and checks cost every
+    `perflab` command 10 ms more (53 against 64 ms for `perflab --help` here); that reader checks the same file
+    whenever a lab runs, and tests/test_lab_contract.py that both agree.
     """
     try:
         tables = tomllib.loads(manifest.read_text())["lab"]

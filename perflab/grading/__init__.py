@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import PerflabError
+from ..manifest.exercises import load_manifest
 from ..workspace import prepare
 from . import progress
 from .kernel import graded_cells, read_notebook, run_notebook
-from .manifest import load_manifest
 
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import results
+from ..bounds import bound_problems
 from ..errors import PerflabError
-from ..labs import find
-from ..labs.bounds import bound_problems
+from ..manifest.labs import find
 from ..paths import results_dir
 from . import FAILED, PASSED, Answers, Check
 from .kernel import CallError, FunctionAnswer

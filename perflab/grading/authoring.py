@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 
 from . import FAILED, grade
-from .manifest import EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+from ..manifest.exercises import EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
 
 GRADINGS_AT_ONCE = 2
 BEGIN = re.compile(r"^(\s*)(?:###|<!--)?\s*BEGIN SOLUTION.*$")

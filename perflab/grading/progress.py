@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..workspace import workspace_dir
+from ..paths import workspace_dir
 
 STATUSES = ("passed", "failed", "inconclusive")
 

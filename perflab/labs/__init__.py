@@ -1,6 +1,6 @@
 """The labs, and the contract every lab follows.
 
-labs/manifest.toml lists the labs (perflab/labs/manifest.py reads it). A ready
+labs/manifest.toml lists the labs (perflab/manifest/labs.py reads it). A ready
 lab is two folders with the same files in every lab:
 
     labs/NN-name/                 the C programs, a Makefile that includes
@@ -35,7 +35,7 @@ A lab writes only what is its own:
     IN_A_VM           what a virtual machine does to the measurement: a note on every
                       verdict judged in one
     CANNOT_SHOW       what shows the idea where this machine cannot
-    BOUNDS            the physical bounds of its raw samples (perflab.labs.bounds.Bound),
+    BOUNDS            the physical bounds of its raw samples (perflab.bounds.Bound),
                       at least one, each with the physics that sets it: a grader refuses
                       a saved result with a sample outside them
     choose_cpus(machine, cpus) -> placement
@@ -91,8 +91,8 @@ from ..cpulist import check_cpus
 from ..probe import Machine, online_cpus, probe
 from ..sequential import MAX_RUNS
 from ..verdict import Verdict, unless_emulated
-from .bounds import Bound
-from .manifest import LabInfo, available, find, labs
+from ..bounds import Bound
+from ..manifest.labs import LabInfo, available, find, labs
 
 __all__ = ["Bound", "CannotShow", "Lab", "LabInfo", "available", "find", "labs"]
 

@@ -539,7 +539,7 @@ def _command_slot(machine: VM):
 
 def status() -> list[dict]:
     """Every profile with its shape and whether its VM runs; clears the folders of VMs that died."""
-    from ..labs import labs
+    from ..manifest.labs import labs
     from .profiles import names
 
     shown_by = {name: [lab.name for lab in labs() if name in lab.vm] for name in names()}

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ..errors import PerflabError
 from ..grading import progress
-from ..grading.manifest import load_manifest
-from ..labs import available, find
+from ..manifest.exercises import load_manifest
+from ..manifest.labs import available, find
 from ..results import provenance_problems
 from ..verdict import COLOURS
 from . import roster

@@ -30,7 +30,7 @@ from typing import Callable
 
 from ..errors import PerflabError
 from ..grading import FAILED, PASSED, progress
-from ..grading.manifest import Exercise, load_manifest
+from ..manifest.exercises import Exercise, load_manifest
 from ..paths import REPO_ROOT
 from ..results import write_atomic
 from . import roster

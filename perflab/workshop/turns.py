@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..errors import PerflabError
 from ..journal import process_start
-from ..labs.manifest import lab_named, run_named
+from ..manifest.labs import lab_named, run_named
 from ..lock import REPEAT_PLACE_S, describe_place, manifest_seconds
 from ..results import write_atomic
 from ..turns import DEFAULT_SOCKET

@@ -16,7 +16,7 @@ from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
-from ..bounds import Bound
+from ...bounds import Bound
 from . import coz
 from .profilers import (FUNCTIONS, SOURCE_DIR, CozSession, function_at, hottest_function, perf_ranking,
                         require_tools, work_lines)

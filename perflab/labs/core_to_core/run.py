@@ -18,7 +18,7 @@ from ...sequential import DECIDED, Plan, Race, race
 from ...text import median_with_spread
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
-from ..bounds import NO_LIMIT, Bound
+from ...bounds import NO_LIMIT, Bound
 from .advisor import analyze
 from .matrix import from_result, load
 

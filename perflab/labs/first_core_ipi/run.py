@@ -19,7 +19,7 @@ from ...sequential import DECIDED, MAX_RUNS, Plan, Race, race
 from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
-from ..bounds import NO_LIMIT, Bound
+from ...bounds import NO_LIMIT, Bound
 from . import noise, oslat, recorded, tracepoints
 from .completions import SOURCE_DIR, block_plan, disk_plan, judge_block, measure_block
 from .procstat import read_table

@@ -14,7 +14,7 @@ from ...cpulist import check_cpus
 from ...probe import Machine
 from ...verdict import Verdict
 from .. import Bound, Lab
-from ..bounds import NO_LIMIT
+from ...bounds import NO_LIMIT
 from .hunt import hunt, hunt_note
 from .stencil import ALIGNED, MIN_EFFECT, decide, kept, layout_note, padded, race_stencil
 from .sweep import finding_note, findings, measure_sweep

@@ -13,7 +13,7 @@ from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Effect, Verdict
 from .. import Bound, Lab
-from ..bounds import NO_LIMIT
+from ...bounds import NO_LIMIT
 from . import profile
 from .programs import (ARMS, FLOW_SIZES, LOOKUP_SIZES, SMALL_N, arm, crossover, flows_profile_argv, lookup_medians,
                        round_runner, sweep_lookups)

@@ -12,7 +12,7 @@ from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
-from ..bounds import NO_LIMIT, Bound
+from ...bounds import NO_LIMIT, Bound
 from .programs import PMU_EVENTS, Aggressor, pmu_events, run_victim, timeline, victim_argv
 
 SOURCE_DIR = "labs/02-inclusive-llc"

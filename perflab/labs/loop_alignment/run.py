@@ -17,7 +17,7 @@ from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import Lab
-from ..bounds import NO_LIMIT, Bound
+from ...bounds import NO_LIMIT, Bound
 from . import layout
 
 SOURCE_DIR = "labs/06-loop-alignment"

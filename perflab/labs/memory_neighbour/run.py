@@ -12,7 +12,7 @@ from ...probe import Machine
 from ...sequential import DECIDED, Race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import Bound, CannotShow, Lab
-from ..bounds import NO_LIMIT
+from ...bounds import NO_LIMIT
 from . import monitors
 from .measure import Placement, Settings, arm, measure_race
 from .programs import ram_bytes

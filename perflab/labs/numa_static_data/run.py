@@ -26,7 +26,7 @@ from ...runner import run_records
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
-from ..bounds import NO_LIMIT, Bound
+from ...bounds import NO_LIMIT, Bound
 from .model import MIN_EFFECT, cap_mops, decide, fit
 from .program import ARMS, FIT_KS, Settings, binary, measure_placement, program_argv
 

@@ -27,7 +27,7 @@ from ...probe import Machine, paging_levels_of
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict
 from .. import CannotShow, Lab
-from ..bounds import NO_LIMIT, Bound
+from ...bounds import NO_LIMIT, Bound
 from .faults import (MIN_RELATIVE, MODES, SOURCE_DIR, Settings, boot_cost, decide, fault_around, fault_note,
                      faults_argv, mode_bucket, parse_log2_histogram, per_fault, result_samples)
 from .native import judge_native, measure_here, other_boot

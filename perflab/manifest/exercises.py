@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import PerflabError
-from ..labs.manifest import LabInfo, lab_of_exercise
-from ..paths import REPO_ROOT
+from ..paths import REPO_ROOT, workspace_dir
+from .labs import LabInfo, lab_of_exercise
 
 FORMAT_VERSION = 3
 EXERCISES_DIR = REPO_ROOT / "exercises"
@@ -52,8 +52,6 @@ class Exercise:
 
     @property
     def learner_path(self) -> Path:
-        from ..workspace import workspace_dir
-
         return workspace_dir() / "exercises" / self.notebook
 
     @property
