@@ -20,9 +20,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from .errors import PerflabError
-from .sysfs import SysRoot, default_root
-
-CPU_DIR = "/sys/devices/system/cpu"
+from .sysfs import CPU_DIR, SysRoot, default_root
 
 
 class Knob(ABC):
@@ -77,13 +75,28 @@ class Governor(Knob):
     def choices(self) -> list[str]:
         return (self.root.read(f"{CPU_DIR}/cpufreq/{self.target}/scaling_available_governors") or "").split()
 
+    def driver(self) -> str | None:
+        return self.root.read(f"{CPU_DIR}/cpufreq/{self.target}/scaling_driver")
+
+    def cpus(self) -> list[int]:
+        """The CPUs the policy covers (affected_cpus); its own number where that cannot be read."""
+        text = self.root.read(f"{CPU_DIR}/cpufreq/{self.target}/affected_cpus")
+        try:
+            return [int(x) for x in text.split()] if text else [int(self.target[6:])]
+        except ValueError:
+            return [int(self.target[6:])]
+
 
 class Turbo(Knob):
     """Turbo (boost): above-nominal clocks that vary with temperature and load, so timings vary too."""
 
     kind = "turbo"
+    NO_TURBO = f"{CPU_DIR}/intel_pstate/no_turbo"
+    BOOST = f"{CPU_DIR}/cpufreq/boost"
+    # Where a driver has no global switch, policy0's own: the probe reads it, no knob writes it (it covers one policy).
+    POLICY_BOOST = f"{CPU_DIR}/cpufreq/policy0/boost"
     # (file, the value that switches turbo off): Intel's inverted switch first, then the generic one.
-    FILES = ((f"{CPU_DIR}/intel_pstate/no_turbo", "1"), (f"{CPU_DIR}/cpufreq/boost", "0"))
+    FILES = ((NO_TURBO, "1"), (BOOST, "0"))
 
     def _file(self) -> tuple[str, str]:
         return next(((path, off) for path, off in self.FILES if self.root.exists(path)), self.FILES[-1])
@@ -98,6 +111,14 @@ class Turbo(Knob):
 
     def meaning(self, value: str | None) -> str:
         return "" if value is None else "off" if value == self.off else "on"
+
+    def switch(self) -> tuple[str, int] | None:
+        """(the first switch file that holds a number, the number), policy0's last; None where none does."""
+        for path in (self.NO_TURBO, self.BOOST, self.POLICY_BOOST):
+            value = self.root.read_int(path)
+            if value is not None:
+                return path, value
+        return None
 
 
 class NumaBalancing(Knob):
@@ -246,6 +267,18 @@ KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalanci
 def governors(root: SysRoot) -> list[Governor]:
     policies = [p for p in root.listdir(f"{CPU_DIR}/cpufreq") if re.fullmatch(Governor.TARGET, p)]
     return [Governor(p, root) for p in sorted(policies, key=lambda p: int(p[6:]))]
+
+
+def governor_settings(root: SysRoot, cpus: list[int]) -> tuple[str, list[tuple[str | None, str | None, list[int]]]]:
+    """(where they were read, [(governor, driver, the CPUs it covers)]): one a cpufreq policy, or one a CPU on
+    kernels without policies."""
+    policies = governors(root)
+    if policies:
+        return (f"{CPU_DIR}/cpufreq/policyN/{{scaling_governor,scaling_driver,affected_cpus}}",
+                [(policy.read(), policy.driver(), policy.cpus()) for policy in policies])
+    return (f"{CPU_DIR}/cpuN/cpufreq/{{scaling_governor,scaling_driver}}",
+            [(root.read(f"{CPU_DIR}/cpu{cpu}/cpufreq/scaling_governor"),
+              root.read(f"{CPU_DIR}/cpu{cpu}/cpufreq/scaling_driver"), [cpu]) for cpu in cpus])
 
 
 def disks(root: SysRoot) -> list[str]:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .errors import PerflabError
 
+CPU_DIR = "/sys/devices/system/cpu"
+
 
 class SysRoot:
     """A directory that stands for `/`: "/" on the live machine, a fixture tree in tests."""
