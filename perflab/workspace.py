@@ -10,7 +10,6 @@ old one in work/.backup/. Progress lives here too (work/progress.txt).
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path

@@ -29,7 +29,8 @@ from perflab.labs.page_table_levels.run import (HIGH_MARK, PROFILES, TRACE_MARK,
 from perflab.runner import run_once
 from perflab.vm import profiles
 from perflab.verdict import VERDICTS
-from perflab.vm.machine import choose_accel, vm
+from perflab.vm.accelerator import choose_accel
+from perflab.vm.machine import vm
 
 from conftest import run_cli
 

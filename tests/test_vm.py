@@ -18,7 +18,7 @@ import pytest
 from perflab import processes
 from perflab.errors import PerflabError
 from perflab.labs import labs
-from perflab.vm import agent, image, labrun, machine, profiles, protocol
+from perflab.vm import accelerator, agent, boot, image, labrun, machine, profiles, protocol, qemu
 
 from conftest import REPO, run_cli
 
@@ -70,7 +70,7 @@ def test_only_a_profile_that_asks_gets_a_scratch_disk_of_one_queue_on_null_co():
 
 def test_single_threaded_tcg_is_for_the_profile_that_asks_and_the_guest_is_told(tmp_path):
     def argv(name: str, accel: str) -> list[str]:
-        return machine.qemu_argv(machine.vm(name), tmp_path / "d", tmp_path / "k", tmp_path / "i", accel)
+        return qemu.qemu_argv(machine.vm(name), tmp_path / "d", tmp_path / "k", tmp_path / "i", accel)
 
     wide_tcg, wide_kvm, numa2_tcg = argv("wide", "tcg"), argv("wide", "kvm"), argv("numa2", "tcg")
     assert wide_tcg[wide_tcg.index("-accel") + 1] == "tcg,thread=single"
@@ -107,27 +107,27 @@ def test_unknown_profile_lists_the_known_ones():
 
 def test_choose_accel_covers_every_reason():
     default, la57 = profiles.load("default"), profiles.load("la57")
-    assert machine.choose_accel(default, None, False, None) [::2] == ("kvm", True)
-    assert machine.choose_accel(default, "/dev/kvm does not exist", False, None) == ("tcg", "/dev/kvm does not exist", False)
-    accel, why, trial = machine.choose_accel(la57, None, False, None)
+    assert accelerator.choose_accel(default, None, False, None) [::2] == ("kvm", True)
+    assert accelerator.choose_accel(default, "/dev/kvm does not exist", False, None) == ("tcg", "/dev/kvm does not exist", False)
+    accel, why, trial = accelerator.choose_accel(la57, None, False, None)
     assert (accel, trial) == ("tcg", False) and "la57" in why
-    assert machine.choose_accel(la57, None, True, None)[0] == "kvm"
+    assert accelerator.choose_accel(la57, None, True, None)[0] == "kvm"
     failed = {"ok": False, "when": "2026-11-21 10:00", "reason": "the guest printed nothing"}
-    accel, why, trial = machine.choose_accel(default, None, False, failed)
+    accel, why, trial = accelerator.choose_accel(default, None, False, failed)
     assert (accel, trial) == ("tcg", False) and "printed nothing" in why and "kvm-trials.json" in why
-    assert machine.choose_accel(default, None, False, {"ok": True, "when": "x", "reason": ""})[::2] == ("kvm", False)
-    assert machine.choose_accel(la57, None, True, None, forced="tcg") == ("tcg", "PERFLAB_VM_ACCEL=tcg", False)
+    assert accelerator.choose_accel(default, None, False, {"ok": True, "when": "x", "reason": ""})[::2] == ("kvm", False)
+    assert accelerator.choose_accel(la57, None, True, None, forced="tcg") == ("tcg", "PERFLAB_VM_ACCEL=tcg", False)
 
 
 def test_qemu_gets_no_network_and_a_read_only_project_tree(tmp_path):
-    argv = machine.qemu_argv(machine.vm("default"), tmp_path / "d", tmp_path / "k", tmp_path / "i", "tcg")
+    argv = qemu.qemu_argv(machine.vm("default"), tmp_path / "d", tmp_path / "k", tmp_path / "i", "tcg")
     text = " ".join(argv)
     assert "-nodefaults" in argv  # no default network card
     assert not any(flag in argv for flag in ("-nic", "-netdev", "-net"))
     assert "tcp:" not in text and "telnet" not in text  # the host side is Unix sockets only
     assert "security_model=none,readonly=on" in text and "snapshot=on" in text
     assert "null-co" not in text and "null-co" in " ".join(
-        machine.qemu_argv(machine.vm("numa2"), tmp_path / "d", tmp_path / "k", tmp_path / "i", "tcg"))
+        qemu.qemu_argv(machine.vm("numa2"), tmp_path / "d", tmp_path / "k", tmp_path / "i", "tcg"))
 
 
 def test_line_reader_reassembles_split_messages_and_skips_noise():
@@ -322,11 +322,13 @@ def test_exclusive_lock_is_held_inside_the_block_only(tmp_path):
 def test_a_connection_qemu_resets_is_a_guest_gone_error_not_a_traceback(tmp_path):
     """QEMU can drop the agent socket with a ping unread while the guest boots: the boot loop must see a
     PerflabError (and connect again), never a ConnectionResetError."""
+    from perflab.vm.connection import AgentConnection
+
     path = tmp_path / "agent.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen()
-    connection = machine.Agent(path)
+    connection = AgentConnection(path)
     accepted, _ = server.accept()
     connection.send({"id": "1", "op": "ping"})
     accepted.close()  # closed with the ping unread: the kernel resets the connection
@@ -343,24 +345,24 @@ def test_a_qemu_crash_under_tcg_boots_once_more_and_says_so(monkeypatch, tmp_pat
     a second crash is the learner's error to see."""
     monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path))
     built = image.Image(tmp_path / "images" / "abc")
-    monkeypatch.setattr(machine, "cannot_run_vms", lambda: None)
-    monkeypatch.setattr(machine.guest_image, "ensure", lambda progress: built)
-    monkeypatch.setattr(machine, "choose_accel", lambda *facts: ("tcg", "no KVM here", False))
+    monkeypatch.setattr(qemu, "cannot_run_vms", lambda: None)
+    monkeypatch.setattr(boot.guest_image, "ensure", lambda progress: built)
+    monkeypatch.setattr(accelerator, "choose_accel", lambda *facts: ("tcg", "no KVM here", False))
     crashes_left, crashed = [1], []
 
-    def boot(vm, image_, accel, why, timeout, progress, silent_limit=None):
+    def fake_boot(vm, image_, accel, why, timeout, progress, silent_limit=None):
         if crashes_left[0]:
             crashes_left[0] -= 1
             crashed.append(accel)
-            raise machine.QemuCrashed("QEMU exited with -11 while booting wide; the console ended with: (nothing)")
+            raise boot.QemuCrashed("QEMU exited with -11 while booting wide; the console ended with: (nothing)")
         return {"accel": accel, "pid": 0}
 
-    monkeypatch.setattr(machine, "_boot", boot)
-    assert machine.up("wide", progress=False)["accel"] == "tcg" and crashed == ["tcg"]
+    monkeypatch.setattr(boot, "_boot", fake_boot)
+    assert boot.up("wide", progress=False)["accel"] == "tcg" and crashed == ["tcg"]
     assert "QEMU exited with -11 while booting wide (a crash in QEMU's TCG); booting once more" in capsys.readouterr().err
     crashes_left[0] = 2
-    with pytest.raises(machine.QemuCrashed, match="-11"):
-        machine.up("wide", progress=False)
+    with pytest.raises(boot.QemuCrashed, match="-11"):
+        boot.up("wide", progress=False)
 
 
 # `perflab vm up` (keep) or one command's boot, of a VM whose QEMU is `sleep 300`: booted, or still booting.
@@ -368,17 +370,17 @@ FAKE_QEMU = textwrap.dedent("""
     import sys, time
     from collections import defaultdict
     from types import SimpleNamespace
-    from perflab.vm import machine
-    machine.cannot_run_vms = lambda: None
-    machine.guest_image.ensure = lambda progress: SimpleNamespace(
+    from perflab.vm import accelerator, boot, qemu
+    qemu.cannot_run_vms = lambda: None
+    boot.guest_image.ensure = lambda progress: SimpleNamespace(
         disk="disk", folder=SimpleNamespace(name="image"), kernel=lambda name: "vmlinuz", initrd=lambda name: "initrd",
         info=lambda: {"kernels": defaultdict(str)})
-    machine.choose_accel = lambda *facts: ("tcg", "a test", False)
-    machine.qemu_version = lambda: "QEMU (a test)"
-    machine.qemu_argv = lambda *args: ["sleep", "300"]
+    accelerator.choose_accel = lambda *facts: ("tcg", "a test", False)
+    qemu.qemu_version = lambda: "QEMU (a test)"
+    qemu.qemu_argv = lambda *args: ["sleep", "300"]
     booted = sys.argv[2] == "booted"
-    machine._wait_for_agent = lambda *args: {"kernel": "test"} if booted else time.sleep(300)
-    machine.up("default", progress=False, keep=sys.argv[1] == "keep")
+    boot._wait_for_agent = lambda *args: {"kernel": "test"} if booted else time.sleep(300)
+    boot.up("default", progress=False, keep=sys.argv[1] == "keep")
     print("up", flush=True)
     time.sleep(300)
 """)
@@ -403,4 +405,4 @@ def test_only_a_vm_that_vm_up_booted_outlives_a_kill_9_of_its_command(keep, when
         time.sleep(0.02)
     assert processes.alive(*qemu) == outlives
     if outlives:
-        assert vm.running() and machine.down("default") and not processes.alive(*qemu)
+        assert vm.running() and boot.down("default") and not processes.alive(*qemu)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from perflab.vm import image, machine
+from perflab.vm import accelerator, image
 
 from conftest import REPO, run_cli
 
@@ -75,9 +75,9 @@ def vagrant(*args: str, env: dict, timeout: float = 900) -> subprocess.Completed
 
 def driver() -> str:
     """kvm where a KVM trial of this image succeeded here, qemu (TCG) otherwise."""
-    key = machine.trial_key(image.current().folder.name)
-    trial = machine._trials().get(key)
-    return "kvm" if trial and trial["ok"] and not machine.kvm_problem() else "qemu"
+    key = accelerator.trial_key(image.current().folder.name)
+    trial = accelerator.trials().get(key)
+    return "kvm" if trial and trial["ok"] and not accelerator.kvm_problem() else "qemu"
 
 
 def test_vagrant_up_provisions_the_numa2_guest(libvirt, tmp_path):

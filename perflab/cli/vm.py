@@ -114,37 +114,37 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from ..vm import machine
+    from ..vm import boot
 
     profile = _named(args)
-    info = machine.up(profile)
+    info = boot.up(profile)
     print(f"{profile}: running ({info['accel'].upper()}: {info['accel_reason']}); "
           f"`perflab vm shell {profile}` opens a shell, `perflab vm down {profile}` stops it")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..vm import machine
+    from ..vm import boot, commands
 
     profile = _named(args)
     if not args.guest_command:
         raise PerflabError(f"nothing to run: `perflab vm run {profile} -- COMMAND...`")
-    with machine.session(profile) as vm:
-        return machine.execute(vm, args.guest_command)
+    with boot.session(profile) as vm:
+        return commands.execute(vm, args.guest_command)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
-    from ..vm import machine
+    from ..vm import boot, commands
 
-    with machine.session(_named(args)) as vm:
-        return machine.interactive_shell(vm)
+    with boot.session(_named(args)) as vm:
+        return commands.interactive_shell(vm)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from ..vm import machine
+    from ..vm import boot
 
     profile = _named(args)
-    was_running = machine.down(profile)
+    was_running = boot.down(profile)
     print(f"{profile}: {'stopped' if was_running else 'was not running'}")
     return 0
 

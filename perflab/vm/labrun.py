@@ -16,7 +16,8 @@ from pathlib import Path
 from .. import results
 from ..errors import PerflabError
 from ..paths import results_dir
-from .machine import execute, session
+from .boot import session
+from .commands import execute
 
 GUEST_RESULTS = "/exchange/results"
 

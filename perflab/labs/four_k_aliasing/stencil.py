@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ... import stats
 from ...build import ensure_built
 from ...runner import run_records
 from ...sequential import DECIDED, Plan, Race, race

@@ -215,7 +215,9 @@ def placement_now() -> tuple[list[dict], str]:
             return measure_placement(binary(), nodes), "this machine"
     import io
 
-    from ...vm.machine import cannot_boot, execute, session
+    from ...vm.boot import session
+    from ...vm.commands import execute
+    from ...vm.qemu import cannot_boot
 
     if cannot_boot():
         raise PerflabError(cannot_boot())

@@ -40,7 +40,7 @@ ARMS = ("5-level", "4-level")
 
 def check_vm_ready() -> None:
     """QEMU and the guest image are there: otherwise CannotShow, with one line that says how to get them."""
-    from ...vm.machine import cannot_boot
+    from ...vm.qemu import cannot_boot
 
     if cannot_boot():
         raise CannotShow(cannot_boot())
@@ -110,8 +110,9 @@ def parse_guest_output(text: str) -> tuple[int | None, list[dict[str, Any]]]:
 
 def boot_and_measure(levels: int, settings: Settings, histogram: bool = False, high: bool = False) -> dict[str, Any]:
     """Boot the profile for `levels`, check the guest really runs them, measure, stop the VM."""
+    from ...vm.boot import session
+    from ...vm.commands import execute
     from ...vm.labrun import vm_block
-    from ...vm.machine import execute, session
 
     profile = PROFILES[levels]
     out, err = io.BytesIO(), io.BytesIO()
