@@ -139,8 +139,8 @@ def _broken_copy(tmp_path: Path, module: str, line: str) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("module, line, blamed", [
     ("perflab.overview", "from .labs import Lab", "perflab.overview imports perflab.labs"),
-    ("perflab.stats", "def later():\n    from perflab.labs.core_to_core import advisor",
-     "perflab.stats imports perflab.labs.core_to_core.advisor"),
+    ("perflab.stats.descriptive", "def later():\n    from perflab.labs.core_to_core import advisor",
+     "perflab.stats.descriptive imports perflab.labs.core_to_core.advisor"),
     ("perflab.labs.core_to_core.advisor", "from ..loop_alignment import layout",
      "perflab.labs.core_to_core.advisor imports perflab.labs.loop_alignment.layout, another lab's"),
 ])
