@@ -51,8 +51,8 @@ class Entry:
     pid: int
     started: int  # the process's start time (clock ticks after boot): a reused pid is not the same process
 
-    def knob(self, root: SysRoot) -> Knob:
-        return KNOBS[self.kind](self.target, root)
+    def knob(self, root: SysRoot, kinds: dict[str, type[Knob]] = KNOBS) -> Knob:
+        return kinds[self.kind](self.target, root)
 
     def alive(self) -> bool:
         return alive(self.pid, self.started)
@@ -65,13 +65,11 @@ class Entry:
         return when[self.owner]
 
 
-process_start = start_time  # lock.py's name for it, until it calls perflab.processes.start_time itself
-
-
 class Journal:
-    def __init__(self, root: SysRoot | None = None, path: str = JOURNAL):
+    def __init__(self, root: SysRoot | None = None, path: str = JOURNAL, kinds: dict[str, type[Knob]] = KNOBS):
         self.root = root or default_root()
         self.path = self.root.path(path)
+        self.kinds = kinds  # the knobs its entries may name: the kernel's, and a workshop's accounts in its own
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -129,7 +127,7 @@ class Journal:
                           file=sys.stderr)
                     continue
                 try:
-                    entry.knob(self.root).restore(entry.old)
+                    entry.knob(self.root, self.kinds).restore(entry.old)
                     done.append(f"{entry.kind} {entry.target}".strip() + f" back to {entry.old!r}")
                 except PerflabError as err:
                     kept.append(entry)
@@ -180,16 +178,20 @@ class SystemChanges:
         self.journal = journal or Journal(root)
         self.root = self.journal.root
         self._signals = signals_end_the_process() if owner == RUN else nullcontext()
+        self._journaled: set[tuple[str, str]] = set()  # knobs whose first value this block has on disk
 
     def set(self, knob: Knob, value: str) -> None:
+        """Write `value`, its old value journaled first; once a block, as the first value is the one put back."""
         with self.journal.locked():  # no restore comes between reading the old value and writing the new one
             old = knob.read()
             if old is None:
                 raise PerflabError(f"{knob.label} is not available on this machine ({knob.path} is missing)")
             if old == value:
                 return
-            self.journal.append(Entry(knob.kind, knob.target, old, self.owner, os.getpid(),
-                                      start_time(os.getpid()) or 0))
+            if (knob.kind, knob.target) not in self._journaled:
+                self.journal.append(Entry(knob.kind, knob.target, old, self.owner, os.getpid(),
+                                          start_time(os.getpid()) or 0))
+                self._journaled.add((knob.kind, knob.target))
             knob.write(value)
     # ANCHOR_END: changes
 

@@ -13,7 +13,6 @@ and restores it however the run ends (see that module).
 
 from __future__ import annotations
 
-import pwd
 import re
 import subprocess
 from abc import ABC, abstractmethod
@@ -212,40 +211,29 @@ class TracerSetting(Knob):
         return f"{TracefsMount.MOUNT_POINT}/{self.target}"
 
 
-class LearnerAccount(Knob):
-    """A workshop learner's system user with a private home: learners cannot read each other's work.
+class TraceBuffer(Knob):
+    """The tracer's ring buffer in tracefs: writing `emptied` empties it (a truncating write of `trace`).
 
-    Journaled like a kernel setting, so `perflab workshop down` removes exactly the users it made.
+    Journaled like a setting, so that every write under /sys goes through the journal; nothing is put back.
     """
 
-    kind = "learner_account"
-    TARGET = r"perflab-[a-z][a-z0-9-]{0,23}"
-    MEANINGS = {"absent": "no such user", "present": "a learner's user, home folder mode 0700"}
+    kind = "trace_buffer"
+    MEANINGS = {"kept": "what the tracer recorded", "emptied": "emptied for a new trace"}
 
     @property
     def path(self) -> str:
-        return "/etc/passwd"
+        return f"{TracefsMount.MOUNT_POINT}/trace"
 
     def read(self) -> str | None:
-        try:
-            pwd.getpwnam(self.target)
-            return "present"
-        except KeyError:
-            return "absent"
+        return "kept" if self.available() else None
 
     def write(self, value: str) -> None:
-        if not self.root.is_live:
-            raise PerflabError(f"{self.label}: system users exist only on the live machine, not in {self.root.root}")
-        if value == "present":
-            run_as_root(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash",
-                         "--comment", "perflab workshop learner", self.target], "creating users", "passwd")
-            home = pwd.getpwnam(self.target).pw_dir
-            run_as_root(["chmod", "0700", home], "creating users", "coreutils")
-        elif value == "absent":
-            subprocess.run(["pkill", "-KILL", "-u", self.target], capture_output=True)  # userdel refuses a user with processes
-            run_as_root(["userdel", "--remove", self.target], "removing users", "passwd")
-        else:
-            raise PerflabError(f"{self.label}: the value is present or absent, not {value!r}")
+        if value != "emptied":
+            raise PerflabError(f"{self.label}: the buffer can only be emptied, not set to {value!r}")
+        self.root.write(self.path, "")
+
+    def restore(self, old: str) -> None:
+        """A trace once emptied is gone: nothing to put back."""
 
 
 def run_as_root(argv: list[str], doing: str, package: str) -> None:
@@ -261,7 +249,7 @@ def run_as_root(argv: list[str], doing: str, package: str) -> None:
 
 
 KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalancing, RqAffinity, IrqAffinity,
-                                                    TracefsMount, TracerSetting, LearnerAccount)}
+                                                    TracefsMount, TracerSetting, TraceBuffer)}
 
 
 def governors(root: SysRoot) -> list[Governor]:

@@ -23,10 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import PerflabError
+from ..probe import online_cpus
+from ..processes import alive, start_time
 from ..journal import WORKSHOP, Journal, SystemChanges
-from ..knobs import LearnerAccount
 from ..turns import DEFAULT_SOCKET
-from . import checks, roster, turns
+from . import accounts, checks, roster, turns
 
 CONFIG = Path(__file__).with_name("jupyterhub_config.py")
 START_TIMEOUT_S = 90
@@ -34,7 +35,7 @@ START_TIMEOUT_S = 90
 
 def accounts_journal() -> Journal:
     """Users outlive a reboot, so their journal lives in the state folder, not in /run."""
-    return Journal(path=str(roster.state_dir() / "accounts.journal"))
+    return Journal(path=str(roster.state_dir() / "accounts.journal"), kinds=accounts.KINDS)
 
 
 @contextmanager
@@ -58,7 +59,7 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
 def _up(learners: list[str], ip: str, port: int, ssl_cert: str | None, ssl_key: str | None, reserve: int) -> list[str]:
     existing = roster.load()
     if existing is not None:
-        state = "running" if _alive(existing.hub_pid) else "left behind by a hub that is gone"
+        state = "running" if _hub_running(existing) else "left behind by a hub that is gone"
         raise PerflabError(f"a workshop is already set up here ({state}, {existing.url}): "
                            "`perflab workshop status` shows it, `perflab workshop down` ends it")
     roster.check_new_names(learners, None)
@@ -91,7 +92,7 @@ def _up(learners: list[str], ip: str, port: int, ssl_cert: str | None, ssl_key: 
         passwords = _add(workshop, learners)
         workshop.turns_pid, workshop.turns_started = turns.start(workshop)
         roster.save(workshop)
-        workshop.hub_pid = _start_hub()
+        workshop.hub_pid, workshop.hub_started = _start_hub()
         roster.save(workshop)
         _wait_until_serving(workshop)
     except BaseException:
@@ -128,7 +129,7 @@ def _add(workshop: roster.Workshop, learners: list[str]) -> dict[str, str]:
     try:
         with SystemChanges(WORKSHOP, journal=accounts_journal()) as changes:
             for name in learners:
-                changes.set(LearnerAccount(roster.system_user(name)), "present")
+                changes.set(accounts.LearnerAccount(roster.system_user(name)), "present")
                 made.append(name)
     except BaseException:
         users = {roster.system_user(name) for name in made}
@@ -146,15 +147,16 @@ def _credential_lines(passwords: dict[str, str], cpus: dict[str, str]) -> list[s
 
 
 def _online() -> list[int]:
-    from ..cpulist import parse_cpulist
-
-    return parse_cpulist(Path("/sys/devices/system/cpu/online").read_text())
+    cpus = online_cpus()
+    if cpus is None:
+        raise PerflabError("cannot read the online CPUs (/sys/devices/system/cpu/online): is /sys mounted?")
+    return cpus
 
 
 def status() -> dict:
     """The hub, and every learner's server as the hub's REST API reports it."""
     workshop = roster.require()
-    running = _alive(workshop.hub_pid)
+    running = _hub_running(workshop)
     users = {}
     if running:
         try:
@@ -198,14 +200,14 @@ def _undo() -> list[str]:
     """Stop the hub and its children, remove the users the journal recorded, delete the state folder."""
     done = []
     workshop = roster.load()
-    if workshop is not None and _alive(workshop.hub_pid):
-        _stop(workshop.hub_pid)
+    if workshop is not None and _hub_running(workshop):
+        _stop(workshop.hub_pid, workshop.hub_started)
         done.append(f"stopped JupyterHub (pid {workshop.hub_pid}), its proxy and the learners' servers")
     if workshop is not None:
         done += turns.stop(workshop.turns_pid, workshop.turns_started, Path(workshop.turns))
     left = checks.started_by(roster.state_dir())  # what a hub that was killed left: its proxy, the dashboard
     for pid in left:
-        _stop(pid, grace_s=5)
+        _stop(pid, start_time(pid) or 0, grace_s=5)
     if left:
         done.append(f"stopped {len(left)} processes the hub had left (pids {', '.join(map(str, left))})")
     journal = accounts_journal()
@@ -218,7 +220,8 @@ def _undo() -> list[str]:
     return done
 
 
-def _start_hub() -> int:
+def _start_hub() -> tuple[int, int]:
+    """JupyterHub's pid and start time."""
     folder = roster.state_folder()
     log = open(folder / "hub.log", "ab")
     env = {**os.environ, "PERFLAB_WORKSHOP_DIR": str(folder), roster.MARK: str(folder),  # the proxy inherits it
@@ -227,13 +230,13 @@ def _start_hub() -> int:
                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)  # Ctrl-C in the instructor's terminal must not stop the class
     log.close()
-    return process.pid
+    return process.pid, start_time(process.pid) or 0
 
 
 def _wait_until_serving(workshop: roster.Workshop) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
-        if not _alive(workshop.hub_pid):
+        if not _hub_running(workshop):
             raise PerflabError(f"JupyterHub exited while starting: {_log_tail()}")
         try:
             _api(workshop, "/hub/api/")
@@ -269,16 +272,16 @@ def _log_tail() -> str:
     return (errors or lines or ["an empty log"])[-1][-300:]
 
 
-def _stop(pid: int, grace_s: float = 30) -> None:
+def _stop(pid: int, started: int, grace_s: float = 30) -> None:
     """SIGTERM (JupyterHub then stops the servers and the proxy it started), SIGKILL the group if it lingers."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and alive(pid, started):
         time.sleep(0.2)
-    if _alive(pid):
+    if alive(pid, started):
         try:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -289,14 +292,8 @@ def _stop(pid: int, grace_s: float = 30) -> None:
         pass
 
 
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+def _hub_running(workshop: roster.Workshop) -> bool:
+    return bool(workshop.hub_pid) and workshop.hub_started is not None and alive(workshop.hub_pid, workshop.hub_started)
 
 
 def require_root(why: str) -> None:

@@ -72,6 +72,7 @@ class Workshop:
     turns_pid: int | None = None
     turns_started: int | None = None  # the queue's process start time: a reused pid is not the queue
     hub_pid: int | None = None
+    hub_started: int | None = None  # the hub's process start time: a reused pid is not the hub
     reserve: int = 0  # CPUs reserved for each learner; 0: every learner measures on all CPUs, in one queue
     cpus: dict[str, str] = field(default_factory=dict)  # learner -> their reserved CPUs, as a cpulist
 

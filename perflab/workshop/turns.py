@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..journal import process_start
+from ..processes import start_time
 from ..manifest.labs import lab_named, run_named
 from ..lock import REPEAT_PLACE_S, describe_place, manifest_seconds
 from ..results import write_atomic
@@ -250,19 +250,19 @@ def start(workshop: roster.Workshop) -> tuple[int, int]:
             said = (folder / "turns.log").read_text(errors="replace").strip().splitlines() or ["no output"]
             raise PerflabError(f"the measurement queue did not start: {said[-1][-300:]}")
         time.sleep(0.1)
-    return process.pid, process_start(process.pid) or 0
+    return process.pid, start_time(process.pid) or 0
 
 
 def stop(pid: int | None, started: int | None, path: Path) -> list[str]:
     """SIGTERM the service (SIGKILL if it lingers), checking it is still the process that was started; the socket
     goes too, and its folder when it is the default one (after a kill -9 nothing else removes them)."""
     done = []
-    if pid and started and process_start(pid) == started:
+    if pid and started and start_time(pid) == started:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 5
-        while process_start(pid) == started and time.monotonic() < deadline:
+        while start_time(pid) == started and time.monotonic() < deadline:
             time.sleep(0.1)
-        if process_start(pid) == started:
+        if start_time(pid) == started:
             os.kill(pid, signal.SIGKILL)
         done.append(f"stopped the measurement queue (pid {pid})")
     remove_socket(path, with_folder=path.parent == DEFAULT_SOCKET.parent)

@@ -31,7 +31,7 @@ from ... import processes, stats
 from ...build import ensure_built
 from ...errors import PerflabError
 from ...journal import SystemChanges
-from ...knobs import TracerSetting
+from ...knobs import TraceBuffer, TracerSetting
 from ...probe import Machine
 from ...sysfs import SysRoot
 from ...tracing import MTTCG_HANGS, patching_can_hang, tracefs_folder
@@ -140,7 +140,7 @@ class Osnoise:
                                "`perflab run first-core-ipi --vm wide` boots Debian's real-time kernel, which has it")
         self.tracing_on = TracerSetting("tracing_on", root)
         self.stopped = False
-        changes.set(self.tracing_on, "0")  # journaled once; the block puts back the first value
+        changes.set(self.tracing_on, "0")
         for name, value in (("osnoise/cpus", str(cpu)), ("osnoise/period_us", str(PERIOD_US)),
                             ("osnoise/runtime_us", str(RUNTIME_US)), ("osnoise/stop_tracing_us", "0"),
                             ("events/osnoise/enable", "1"), ("current_tracer", "osnoise")):
@@ -151,13 +151,13 @@ class Osnoise:
 
     def trace(self, seconds: float, until_stopped: bool = False) -> str:
         """Trace for `seconds`, or until osnoise stops tracing itself if `until_stopped`; the trace's text."""
-        self.root.write(f"{self.folder}/trace", "")  # truncating the file empties the buffer
-        self.tracing_on.write("1")
+        self.changes.set(TraceBuffer(root=self.root), "emptied")
+        self.changes.set(self.tracing_on, "1")
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and not (until_stopped and self.tracing_on.read() == "0"):
             time.sleep(0.1)
         self.stopped = self.tracing_on.read() == "0"  # osnoise stopped it: a gap over stop_tracing_us
-        self.tracing_on.write("0")
+        self.changes.set(self.tracing_on, "0")
         return self.root.read(f"{self.folder}/trace") or ""
 
 
