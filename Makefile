@@ -1,4 +1,4 @@
-# perflab: `make lab` sets everything up and starts JupyterLab; `make test` runs every test.
+# perflab: `make lab` sets everything up and starts JupyterLab; `make test` runs ruff, then every test.
 # Both install what is missing (Debian packages, the locked Python environment,
 # mdBook) and skip what is already there, so a warm re-run takes seconds.
 
@@ -22,6 +22,7 @@ lab: setup
 	    --LabApp.default_url=/perflab/ --ServerApp.root_dir=$(CURDIR)
 
 test: setup test-deps
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 setup: deps python proxy bench book

@@ -52,7 +52,9 @@ def crate_mean_ns(bench: str, a: int, b: int) -> float:
 
 def pingpong_mean_ns(binary: Path, mode: str, a: int, b: int) -> float:
     """The mean over samples, as the crate reports it (a median would shrug off preempted samples)."""
-    _, samples = run_once([str(binary), "-C", f"{a},{b}", "-m", mode, "-r", str(ROUND_TRIPS), "-s", str(SAMPLES), "-w", "1"])
+    _, samples = run_once(
+        [str(binary), "-C", f"{a},{b}", "-m", mode, "-r", str(ROUND_TRIPS), "-s", str(SAMPLES), "-w", "1"]
+    )
     return stats.mean([s["one_way_ns"] for s in samples if not s["warmup"]])
 
 
@@ -85,13 +87,19 @@ def main() -> int:
             "ratio": ratio, "agree_within_10pct": abs(ratio - 1) <= AGREEMENT, "rounds": rounds[bench],
         }
     if args.json:
-        json.dump({"cpus": [a, b], "round_trips": ROUND_TRIPS, "samples": SAMPLES, "results": report}, sys.stdout, indent=1)
+        json.dump(
+            {"cpus": [a, b], "round_trips": ROUND_TRIPS, "samples": SAMPLES, "results": report}, sys.stdout, indent=1
+        )
         print()
     else:
         for name, r in report.items():
-            print(f"{name}: crate {r['crate_median_ns']:.1f} ns (range {r['crate_range_ns'][0]:.0f}-{r['crate_range_ns'][1]:.0f}), "
-                  f"pingpong {r['pingpong_median_ns']:.1f} ns (range {r['pingpong_range_ns'][0]:.0f}-{r['pingpong_range_ns'][1]:.0f}), "
-                  f"ratio {r['ratio']:.3f}: {'agree' if r['agree_within_10pct'] else 'DISAGREE'}")
+            print(
+                f"{name}: crate {r['crate_median_ns']:.1f} ns (range "
+                f"{r['crate_range_ns'][0]:.0f}-{r['crate_range_ns'][1]:.0f}), "
+                f"pingpong {r['pingpong_median_ns']:.1f} ns (range "
+                f"{r['pingpong_range_ns'][0]:.0f}-{r['pingpong_range_ns'][1]:.0f}), "
+                f"ratio {r['ratio']:.3f}: {'agree' if r['agree_within_10pct'] else 'DISAGREE'}"
+            )
     return 0 if all(r["agree_within_10pct"] for r in report.values()) else 1
 
 

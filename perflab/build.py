@@ -25,7 +25,8 @@ def ensure_built(source_dir: str, program: str) -> Path:
     folder = REPO_ROOT / source_dir
     done = processes.run(["make", "-s", "-C", str(folder)])
     if done.returncode != 0:
-        raise PerflabError(f"building {source_dir} failed: {done.stderr.strip().splitlines()[-1:]}; run `make -C {source_dir}` to see why")
+        raise PerflabError(f"building {source_dir} failed: {done.stderr.strip().splitlines()[-1:]}; run `make -C "
+                           f"{source_dir}` to see why")
     out = processes.run(
         ["make", "-s", "--no-print-directory", "-C", str(folder), "-f", "Makefile", "-f", "-", "print-build"],
         input="print-build:\n\t@echo $(BUILD)\n",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .errors import PerflabError
 
-
 MAX_CPU_ID = 8191  # Linux's largest NR_CPUS; a bigger id is a typo, and "0-10**9" must not fill the memory
 
 
@@ -28,7 +27,8 @@ def parse_cpulist(text: str) -> list[int]:
                 f"bad CPU list {text!r}: write CPU ids like 0-3,8 (see `perflab probe` for the online CPUs)"
             ) from None
     if not cpus:
-        raise PerflabError(f"empty CPU list {text!r}: write CPU ids like 0-3,8 (see `perflab probe` for the online CPUs)")
+        raise PerflabError(f"empty CPU list {text!r}: write CPU ids like 0-3,8 (see `perflab probe` for the online "
+                           "CPUs)")
     if max(cpus) > MAX_CPU_ID:
         raise PerflabError(f"CPU {max(cpus)} in {text!r} is beyond any machine (Linux numbers CPUs below "
                            f"{MAX_CPU_ID + 1}): pick CPUs from `perflab probe`")

@@ -123,8 +123,10 @@ class Journal:
                 later = next((i for i, k in enumerate(kept) if (k.kind, k.target) == (entry.kind, entry.target)), None)
                 if later is not None:
                     kept[later] = replace(kept[later], old=entry.old)
-                    print(f"perflab: left {entry.kind} {entry.target}".rstrip() + f" as it is: {kept[later].puts_back()}",
-                          file=sys.stderr)
+                    print(
+                        f"perflab: left {entry.kind} {entry.target}".rstrip() + f" as it is: {kept[later].puts_back()}",
+                        file=sys.stderr,
+                    )
                     continue
                 try:
                     entry.knob(self.root, self.kinds).restore(entry.old)

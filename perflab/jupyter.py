@@ -32,7 +32,8 @@ class LandingHandler(JupyterHandler):
         from .landing import render_html
 
         self.set_header("Cache-Control", "no-cache")  # progress changes between visits
-        # Jupyter shortens a root under $HOME to "~/...", as it is under a workshop's hub; base_url is "/user/NAME/" there
+        # Jupyter shortens a root under $HOME to "~/...", as it is under a workshop's hub;
+        # base_url is "/user/NAME/" there
         root = Path(self.settings["server_root_dir"]).expanduser()
         self.finish(render_html(root, self.base_url))
 

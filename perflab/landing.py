@@ -59,8 +59,11 @@ def render_html(root: Path, base_url: str = "/") -> str:
     for lab in labs:
         if lab.ready:
             lab_lines.append(
-                f'<tr><td>{lab.number}</td><td><a href="{notebook_url(lab.notebook, root, base_url)}">{escape(lab.title)}</a></td>'
-                f'<td><a href="{book}{lab.chapter}">chapter</a></td><td>{_badge(lab.last_verdict or "not run")}</td></tr>')
+                f'<tr><td>{lab.number}</td><td><a '
+                f'href="{notebook_url(lab.notebook, root, base_url)}">{escape(lab.title)}</a></td>'
+                '<td><a '
+                f'href="{book}{lab.chapter}">chapter</a></td><td>{_badge(lab.last_verdict or "not run")}</td></tr>'
+            )
         else:
             lab_lines.append(f'<tr class="soon"><td>{lab.number}</td><td>{escape(lab.title)}</td><td></td>'
                              '<td><span class="status">coming</span></td></tr>')
@@ -71,7 +74,8 @@ def render_html(root: Path, base_url: str = "/") -> str:
         f'</td><td><code>{escape(e.name)}</code></td><td>{_badge(e.status)}</td></tr>' for e in exercises]
     return f"""<!doctype html>
 <html lang="en">
-<head><meta charset="utf-8"><title>perflab: CPU and OS performance, on your own machine</title><style>{STYLE}</style></head>
+<head><meta charset="utf-8"><title>perflab: CPU and OS performance, on your own machine</title>
+<style>{STYLE}</style></head>
 <body>
 <h1>perflab</h1>
 <p class="lead">CPU and OS performance phenomena, made to happen on this machine, measured, and judged.</p>

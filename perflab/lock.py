@@ -131,8 +131,10 @@ def _shared_folder(folder: Path) -> Path:
         if folder.stat().st_uid == os.geteuid():
             os.chmod(folder, 0o1777)  # the umask trimmed mkdir's mode
     except OSError as err:
-        raise PerflabError(f"cannot use the measurement queue {folder} ({err.strerror}): ask root to "
-                           f"`chmod 1777 {folder}`, or set PERFLAB_LOCK to a file in a folder every user can write") from None
+        raise PerflabError(
+            f"cannot use the measurement queue {folder} ({err.strerror}): ask root to "
+            f"`chmod 1777 {folder}`, or set PERFLAB_LOCK to a file in a folder every user can write"
+        ) from None
     return folder
 
 
@@ -279,8 +281,11 @@ def _lock_file(what: str, wait: bool):
         if not _try_lock(fd):
             holder = _holder(fd)
             if not wait:
-                raise PerflabError(f"another measurement is running ({holder.describe() + f', pid {holder.pid}' if holder else 'unknown'}); "
-                                   "wait for it to finish, or drop --no-wait to queue behind it")
+                raise PerflabError(
+                    "another measurement is running "
+                    f"({holder.describe() + f', pid {holder.pid}' if holder else 'unknown'}); "
+                    "wait for it to finish, or drop --no-wait to queue behind it"
+                )
             _wait_in_line(fd, mine)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(asdict(mine)).encode(), 0)

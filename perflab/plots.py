@@ -11,8 +11,14 @@ from . import inline, stats
 inline.enable()
 
 
-def distributions(samples: dict[str, Sequence[float]], unit: str, title: str = "",
-                  centre=stats.harmonic_mean, centre_ci=stats.harmonic_mean_ci, centre_name: str = "harmonic mean") -> Figure:
+def distributions(
+    samples: dict[str, Sequence[float]],
+    unit: str,
+    title: str = "",
+    centre=stats.harmonic_mean,
+    centre_ci=stats.harmonic_mean_ci,
+    centre_name: str = "harmonic mean",
+) -> Figure:
     """Every sample as a dot, per configuration, with the centre and its 95% CI as a bar.
 
     Dots, not only a box: a learner should see the spread and the outliers, not a number.

@@ -127,7 +127,8 @@ def end(pid: int, started: int, first: int = signal.SIGTERM, grace: float = 10.0
 
 
 def release(pid: int) -> None:
-    """The program `pid` may outlive this process from now on: no guardian or record ends it (a VM `perflab vm up` boots)."""
+    """The program `pid` may outlive this process from now on: no guardian or record ends it (a VM `perflab vm up`
+    boots)."""
     _forget(pid)
 
 

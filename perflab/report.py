@@ -65,7 +65,8 @@ def write_report(verdicts: list[Verdict]) -> Path:
 <html lang="en"><head><meta charset="utf-8"><title>perflab report {now:%Y-%m-%d %H:%M} UTC</title>
 <style>body{{font-family:sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.45}}
 .verdict{{display:inline-block;color:white;padding:.2rem .6rem;border-radius:.3rem;font-weight:bold}}
-img{{max-width:100%}} .small{{font-size:.85rem;color:#555}} section{{border-top:1px solid #ddd;margin-top:1.5rem}}</style>
+img{{max-width:100%}} .small{{font-size:.85rem;color:#555}}
+section{{border-top:1px solid #ddd;margin-top:1.5rem}}</style>
 </head><body><h1>perflab report</h1><p class=small>{now:%Y-%m-%d %H:%M} UTC</p>
 {body}
 </body></html>

@@ -81,7 +81,8 @@ def digest(result: dict[str, Any]) -> str:
 
 
 def with_provenance(result: dict[str, Any], measured_on: str | None = None) -> dict[str, Any]:
-    """The result with its provenance: this perflab, the machine it was measured on (this one unless told), its digest."""
+    """The result with its provenance: this perflab, the machine it was measured on (this one unless told), its
+    digest."""
     return {**result, "provenance": {"perflab": perflab_version(), "machine_id": measured_on or machine_id(),
                                      "sha256": digest(result)}}
 

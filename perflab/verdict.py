@@ -61,13 +61,21 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         """Everything but the in-memory result: that is in the file `results` names."""
-        return {"lab": self.lab, "verdict": self.verdict, "reason": self.reason,
-                "effect": asdict(self.effect) if self.effect else None, "results": self.results, "notes": list(self.notes)}
+        return {
+            "lab": self.lab,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "effect": asdict(self.effect) if self.effect else None,
+            "results": self.results,
+            "notes": list(self.notes),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Verdict:
         effect = Effect(**data["effect"]) if data.get("effect") else None
-        return cls(data["lab"], data["verdict"], data["reason"], effect, data.get("results"), list(data.get("notes", [])))
+        return cls(
+            data["lab"], data["verdict"], data["reason"], effect, data.get("results"), list(data.get("notes", []))
+        )
 
     def headline(self) -> str:
         return f"{self.lab}: {self.verdict.upper()} - {self.reason}"

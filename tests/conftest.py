@@ -66,9 +66,14 @@ def guest_image_in_background(request):
     log = Path(tempfile.gettempdir()) / "perflab-test-image-build.log"
     with log.open("w") as out:
         # At the lowest CPU and I/O priority: the tests that measure meanwhile keep the machine.
-        build = subprocess.Popen(["nice", "-n", "19", "ionice", "-c", "3", sys.executable, "-m", "perflab", "vm", "build"],
-                                 stdout=out, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True)
+        build = subprocess.Popen(
+            ["nice", "-n", "19", "ionice", "-c", "3", sys.executable, "-m", "perflab", "vm", "build"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=REPO,
+            start_new_session=True,
+        )
     yield
     if build.poll() is None:  # the session ended first (a -k run, say): stop debootstrap and apt too
         os.killpg(build.pid, signal.SIGTERM)

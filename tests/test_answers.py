@@ -12,9 +12,9 @@ import tomllib
 
 import nbformat
 import pytest
+from answer_leaks import MANIFEST, MIN_LINE, exercise_answers, function_lines, html_text, notebook_text, shown_in
 from matplotlib.text import Text
 
-from answer_leaks import MANIFEST, MIN_LINE, exercise_answers, function_lines, html_text, notebook_text, shown_in
 from conftest import REPO
 from perflab import stats
 

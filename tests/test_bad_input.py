@@ -23,12 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO, run_cli
 from perflab import cli
 from perflab.errors import PerflabError
 from perflab.lock import exclusive, lock_path, measurement_lock
 from perflab.vm import machine, profiles
-
-from conftest import REPO, run_cli
 
 GOOD = "description = 'x'\nsockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\n"
 CLIMB = "../" * 40  # more than enough to reach / from any folder, where further ../ stay
@@ -95,51 +94,171 @@ A_PAIR = files({"m.csv": "\n52.5\n"})  # two CPUs, their one pair measured: a ma
 # (description, setup(tmp), argv with {tmp} for the test's folder, what the one line must say)
 CASES = [
     # -- profile names: a name is a file in vm/ and a folder perflab deletes, never a path
-    ("vm down: a name climbing out of vm/ (it deleted that folder)", traversal,
-     ["vm", "down", CLIMB + "{tmp}/x/p"], "is not a VM profile name"),
+    (
+        "vm down: a name climbing out of vm/ (it deleted that folder)",
+        traversal,
+        ["vm", "down", CLIMB + "{tmp}/x/p"],
+        "is not a VM profile name",
+    ),
     ("vm up: a name with a folder in it", nothing, ["vm", "up", "sub/default"], "is not a VM profile name"),
     ("vm run: an absolute path", nothing, ["vm", "run", "/etc/passwd", "--", "true"], "is not a VM profile name"),
     ("vm shell: ..", nothing, ["vm", "shell", ".."], "is not a VM profile name.*default"),
     ("vm up: an empty name", nothing, ["vm", "up", ""], "needs a profile"),
-    ("vm up: an unknown name lists the profiles", nothing, ["vm", "up", "numa3"], "unknown VM profile 'numa3'.*default"),
-    ("run --vm: a path as the profile", nothing, ["run", "loop-alignment", "--vm", "../default"], "is not a VM profile name"),
-    ("extends: a path", profile(GOOD + "extends = '../../x/p'\n"), ["vm", "up", "bad"], r"extends = '\.\./\.\./x/p' is not allowed"),
-    ("extends: an unknown profile", profile("extends = 'nosuch'\n"), ["vm", "up", "bad"], "unknown VM profile 'nosuch'.*default"),
+    (
+        "vm up: an unknown name lists the profiles",
+        nothing,
+        ["vm", "up", "numa3"],
+        "unknown VM profile 'numa3'.*default",
+    ),
+    (
+        "run --vm: a path as the profile",
+        nothing,
+        ["run", "loop-alignment", "--vm", "../default"],
+        "is not a VM profile name",
+    ),
+    (
+        "extends: a path",
+        profile(GOOD + "extends = '../../x/p'\n"),
+        ["vm", "up", "bad"],
+        r"extends = '\.\./\.\./x/p' is not allowed",
+    ),
+    (
+        "extends: an unknown profile",
+        profile("extends = 'nosuch'\n"),
+        ["vm", "up", "bad"],
+        "unknown VM profile 'nosuch'.*default",
+    ),
     ("extends: a loop", profile("extends = 'bad'\n"), ["vm", "up", "bad"], "loops back"),
     ("a profile that is a folder", files({"vm/bad.toml/keep": "x"}), ["vm", "up", "bad"], "unknown VM profile 'bad'"),
     # -- profile values: each key's type and range, then the shape as a whole
-    ("sockets as a string", profile(GOOD.replace("sockets = 1", 'sockets = "2"')), ["vm", "up", "bad"],
-     r"bad\.toml: sockets = '2' is not allowed; sockets must be a whole number from 1 to 256"),
-    ("sockets as a bool", profile(GOOD.replace("sockets = 1", "sockets = true")), ["vm", "up", "bad"], "sockets = True is not allowed"),
-    ("numa_nodes = 0 (divided by zero)", profile(GOOD + "numa_nodes = 0\n"), ["vm", "up", "bad"], "numa_nodes = 0 is not allowed"),
-    ("numa_nodes not dividing the sockets", profile(GOOD.replace("sockets = 1", "sockets = 2") + "numa_nodes = 3\n"),
-     ["vm", "up", "bad"], "2 sockets do not split evenly into 3 NUMA nodes"),
+    (
+        "sockets as a string",
+        profile(GOOD.replace("sockets = 1", 'sockets = "2"')),
+        ["vm", "up", "bad"],
+        r"bad\.toml: sockets = '2' is not allowed; sockets must be a whole number from 1 to 256",
+    ),
+    (
+        "sockets as a bool",
+        profile(GOOD.replace("sockets = 1", "sockets = true")),
+        ["vm", "up", "bad"],
+        "sockets = True is not allowed",
+    ),
+    (
+        "numa_nodes = 0 (divided by zero)",
+        profile(GOOD + "numa_nodes = 0\n"),
+        ["vm", "up", "bad"],
+        "numa_nodes = 0 is not allowed",
+    ),
+    (
+        "numa_nodes not dividing the sockets",
+        profile(GOOD.replace("sockets = 1", "sockets = 2") + "numa_nodes = 3\n"),
+        ["vm", "up", "bad"],
+        "2 sockets do not split evenly into 3 NUMA nodes",
+    ),
     ("more NUMA nodes than sockets", profile(GOOD + "numa_nodes = 2\n"), ["vm", "up", "bad"], "do not split evenly"),
-    ("memory not splitting across the nodes", profile(GOOD.replace("sockets = 1", "sockets = 2").replace("512", "1025")
-                                                      + "numa_nodes = 2\n"), ["vm", "up", "bad"], "memory_mib = 1025 must split"),
-    ("kernel_args as a string", profile(GOOD + 'kernel_args = "quiet splash"\n'), ["vm", "up", "bad"],
-     "kernel_args = 'quiet splash' is not allowed; kernel_args must be a list of words"),
-    ("kernel_args with two words in one item", profile(GOOD + 'kernel_args = ["quiet splash"]\n'), ["vm", "up", "bad"],
-     "kernel_args = .* is not allowed"),
-    ("kernel_args with a number", profile(GOOD + 'kernel_args = ["quiet", 1]\n'), ["vm", "up", "bad"], "kernel_args = .* is not allowed"),
-    ("negative memory", profile(GOOD.replace("512", "-1024")), ["vm", "up", "bad"], "memory_mib = -1024 is not allowed.*256 to 65536"),
-    ("a petabyte of memory", profile(GOOD.replace("512", "1000000000")), ["vm", "up", "bad"], "memory_mib = 1000000000 is not allowed"),
-    ("10^10 vCPUs", profile(GOOD.replace("cores = 1", "cores = 10000000000")), ["vm", "up", "bad"], "cores = 10000000000 is not allowed"),
-    ("512 vCPUs in all", profile(GOOD.replace("sockets = 1", "sockets = 16").replace("cores = 1", "cores = 16")
-                                 .replace("threads = 1", "threads = 2")), ["vm", "up", "bad"], "512 vCPUs; at most 256"),
-    ("numa_distance below local", profile(GOOD + "numa_distance = 5\n"), ["vm", "up", "bad"], "numa_distance = 5 is not allowed"),
-    ("la57 as a string", profile(GOOD + 'la57 = "yes"\n'), ["vm", "up", "bad"], "la57 = 'yes' is not allowed; la57 must be true or false"),
-    ("an unknown kernel", profile(GOOD + 'kernel = "lts"\n'), ["vm", "up", "bad"], "kernel = 'lts' is not allowed.*standard"),
-    ("description as a number", profile(GOOD.replace("'x'", "3")), ["vm", "up", "bad"], "description = 3 is not allowed"),
-    ("boot_timeout_s = 0", profile(GOOD + "boot_timeout_s = 0\n"), ["vm", "up", "bad"], "boot_timeout_s = 0 is not allowed"),
-    ("an unknown key lists the known ones", profile(GOOD + "colour = 'red'\n"), ["vm", "up", "bad"],
-     "unknown key 'colour'; a profile may set extends, description, sockets"),
+    (
+        "memory not splitting across the nodes",
+        profile(GOOD.replace("sockets = 1", "sockets = 2").replace("512", "1025") + "numa_nodes = 2\n"),
+        ["vm", "up", "bad"],
+        "memory_mib = 1025 must split",
+    ),
+    (
+        "kernel_args as a string",
+        profile(GOOD + 'kernel_args = "quiet splash"\n'),
+        ["vm", "up", "bad"],
+        "kernel_args = 'quiet splash' is not allowed; kernel_args must be a list of words",
+    ),
+    (
+        "kernel_args with two words in one item",
+        profile(GOOD + 'kernel_args = ["quiet splash"]\n'),
+        ["vm", "up", "bad"],
+        "kernel_args = .* is not allowed",
+    ),
+    (
+        "kernel_args with a number",
+        profile(GOOD + 'kernel_args = ["quiet", 1]\n'),
+        ["vm", "up", "bad"],
+        "kernel_args = .* is not allowed",
+    ),
+    (
+        "negative memory",
+        profile(GOOD.replace("512", "-1024")),
+        ["vm", "up", "bad"],
+        "memory_mib = -1024 is not allowed.*256 to 65536",
+    ),
+    (
+        "a petabyte of memory",
+        profile(GOOD.replace("512", "1000000000")),
+        ["vm", "up", "bad"],
+        "memory_mib = 1000000000 is not allowed",
+    ),
+    (
+        "10^10 vCPUs",
+        profile(GOOD.replace("cores = 1", "cores = 10000000000")),
+        ["vm", "up", "bad"],
+        "cores = 10000000000 is not allowed",
+    ),
+    (
+        "512 vCPUs in all",
+        profile(
+            GOOD.replace("sockets = 1", "sockets = 16")
+            .replace("cores = 1", "cores = 16")
+            .replace("threads = 1", "threads = 2")
+        ),
+        ["vm", "up", "bad"],
+        "512 vCPUs; at most 256",
+    ),
+    (
+        "numa_distance below local",
+        profile(GOOD + "numa_distance = 5\n"),
+        ["vm", "up", "bad"],
+        "numa_distance = 5 is not allowed",
+    ),
+    (
+        "la57 as a string",
+        profile(GOOD + 'la57 = "yes"\n'),
+        ["vm", "up", "bad"],
+        "la57 = 'yes' is not allowed; la57 must be true or false",
+    ),
+    (
+        "an unknown kernel",
+        profile(GOOD + 'kernel = "lts"\n'),
+        ["vm", "up", "bad"],
+        "kernel = 'lts' is not allowed.*standard",
+    ),
+    (
+        "description as a number",
+        profile(GOOD.replace("'x'", "3")),
+        ["vm", "up", "bad"],
+        "description = 3 is not allowed",
+    ),
+    (
+        "boot_timeout_s = 0",
+        profile(GOOD + "boot_timeout_s = 0\n"),
+        ["vm", "up", "bad"],
+        "boot_timeout_s = 0 is not allowed",
+    ),
+    (
+        "an unknown key lists the known ones",
+        profile(GOOD + "colour = 'red'\n"),
+        ["vm", "up", "bad"],
+        "unknown key 'colour'; a profile may set extends, description, sockets",
+    ),
     ("name set in the file", profile(GOOD + "name = 'other'\n"), ["vm", "up", "bad"], "unknown key 'name'"),
-    ("a required key missing", profile(GOOD.replace("memory_mib = 512\n", "")), ["vm", "up", "bad"], "memory_mib missing"),
+    (
+        "a required key missing",
+        profile(GOOD.replace("memory_mib = 512\n", "")),
+        ["vm", "up", "bad"],
+        "memory_mib missing",
+    ),
     ("not TOML", profile("sockets = [\n"), ["vm", "up", "bad"], "bad.toml is not valid TOML"),
     ("not UTF-8", profile(b"\xff\xfe\x00sockets = 1\n"), ["vm", "up", "bad"], "bad.toml is not valid TOML"),
-    ("a bad value in the profile it extends names that file", profile("extends = 'base'\n", {"vm/base.toml": GOOD + 'la57 = "no"\n'}),
-     ["vm", "up", "bad"], r"base\.toml: la57 = 'no' is not allowed"),
+    (
+        "a bad value in the profile it extends names that file",
+        profile("extends = 'base'\n", {"vm/base.toml": GOOD + 'la57 = "no"\n'}),
+        ["vm", "up", "bad"],
+        r"base\.toml: la57 = 'no' is not allowed",
+    ),
     # -- c2c: files that cannot be a latency matrix, refused before they are read whole
     ("a missing CSV", nothing, ["c2c", "analyze", "{tmp}/nope.csv"], "cannot read .*nope.csv: No such file"),
     ("a missing JSON", nothing, ["c2c", "analyze", "{tmp}/nope.json"], "cannot read .*nope.json: No such file"),
@@ -147,33 +266,79 @@ CASES = [
     ("a pipe named .csv", special("fifo"), ["c2c", "analyze", "{tmp}/fifo.csv"], "is not a file"),
     ("/dev/zero behind a .csv link", special("zero"), ["c2c", "analyze", "{tmp}/zero.csv"], "is not a file"),
     ("a 40 MiB CSV", special("sparse"), ["c2c", "analyze", "{tmp}/sparse.csv"], "is 40 MiB or more.*under 32 MiB"),
-    ("2000 rows: the 1.1 TiB allocation", files({"tall.csv": "1\n" * 2000}), ["c2c", "analyze", "{tmp}/tall.csv"],
-     "more than 1024 rows or columns"),
-    ("one line of 5000 cells", files({"wide.csv": ",".join(["1"] * 5000) + "\n"}), ["c2c", "analyze", "{tmp}/wide.csv"],
-     "more than 1024 rows or columns"),
-    ("a binary CSV", files({"bin.csv": bytes(range(256)) * 8}), ["c2c", "analyze", "{tmp}/bin.csv"], "is not a text CSV"),
+    (
+        "2000 rows: the 1.1 TiB allocation",
+        files({"tall.csv": "1\n" * 2000}),
+        ["c2c", "analyze", "{tmp}/tall.csv"],
+        "more than 1024 rows or columns",
+    ),
+    (
+        "one line of 5000 cells",
+        files({"wide.csv": ",".join(["1"] * 5000) + "\n"}),
+        ["c2c", "analyze", "{tmp}/wide.csv"],
+        "more than 1024 rows or columns",
+    ),
+    (
+        "a binary CSV",
+        files({"bin.csv": bytes(range(256)) * 8}),
+        ["c2c", "analyze", "{tmp}/bin.csv"],
+        "is not a text CSV",
+    ),
     ("a CSV of NUL bytes", files({"nul.csv": b"\0" * 4096}), ["c2c", "analyze", "{tmp}/nul.csv"], "is not a text CSV"),
     ("an empty CSV", files({"empty.csv": ""}), ["c2c", "analyze", "{tmp}/empty.csv"], "empty.csv is empty"),
-    ("a CSV with the upper triangle", files({"upper.csv": ",5\n5,\n"}), ["c2c", "analyze", "{tmp}/upper.csv"], "lower triangle"),
+    (
+        "a CSV with the upper triangle",
+        files({"upper.csv": ",5\n5,\n"}),
+        ["c2c", "analyze", "{tmp}/upper.csv"],
+        "lower triangle",
+    ),
     ("an empty JSON", files({"empty.json": ""}), ["c2c", "analyze", "{tmp}/empty.json"], "is not valid JSON"),
     ("invalid JSON", files({"bad.json": '{"matrix":'}), ["c2c", "analyze", "{tmp}/bad.json"], "is not valid JSON"),
-    ("a binary JSON", files({"bin.json": bytes(range(256)) * 8}), ["c2c", "analyze", "{tmp}/bin.json"], "is not valid JSON"),
-    ("JSON nested 100000 deep", files({"deep.json": "[" * 100000 + "]" * 100000}), ["c2c", "analyze", "{tmp}/deep.json"],
-     "nests too deeply"),
+    (
+        "a binary JSON",
+        files({"bin.json": bytes(range(256)) * 8}),
+        ["c2c", "analyze", "{tmp}/bin.json"],
+        "is not valid JSON",
+    ),
+    (
+        "JSON nested 100000 deep",
+        files({"deep.json": "[" * 100000 + "]" * 100000}),
+        ["c2c", "analyze", "{tmp}/deep.json"],
+        "nests too deeply",
+    ),
     ("JSON without a matrix", files({"list.json": "[1, 2]"}), ["c2c", "analyze", "{tmp}/list.json"], "no matrix in it"),
-    ("JSON with 2000 CPUs", files({"many.json": result({"cpus": list(range(2000)), "one_way_ns": []})}),
-     ["c2c", "analyze", "{tmp}/many.json"], "2000 CPU ids, but a matrix covers at most 1024"),
-    ("JSON with CPU Infinity", files({"inf.json": '{"matrix": {"cpus": [Infinity], "one_way_ns": [[null]]}}'}),
-     ["c2c", "analyze", "{tmp}/inf.json"], "no matrix in it"),
-    ("JSON with a 400-digit latency", files({"huge.json": '{"matrix": {"cpus": [0, 1], "one_way_ns": [[null, 1' + "0" * 400
-                                                      + '], [null, null]]}}'}),
-     ["c2c", "analyze", "{tmp}/huge.json"], "not a number or null"),
+    (
+        "JSON with 2000 CPUs",
+        files({"many.json": result({"cpus": list(range(2000)), "one_way_ns": []})}),
+        ["c2c", "analyze", "{tmp}/many.json"],
+        "2000 CPU ids, but a matrix covers at most 1024",
+    ),
+    (
+        "JSON with CPU Infinity",
+        files({"inf.json": '{"matrix": {"cpus": [Infinity], "one_way_ns": [[null]]}}'}),
+        ["c2c", "analyze", "{tmp}/inf.json"],
+        "no matrix in it",
+    ),
+    (
+        "JSON with a 400-digit latency",
+        files({"huge.json": '{"matrix": {"cpus": [0, 1], "one_way_ns": [[null, 1' + "0" * 400 + '], [null, null]]}}'}),
+        ["c2c", "analyze", "{tmp}/huge.json"],
+        "not a number or null",
+    ),
     ("a .txt file", files({"m.txt": "1\n"}), ["c2c", "analyze", "{tmp}/m.txt"], "unknown kind of file"),
     ("heatmap of a missing file", nothing, ["c2c", "heatmap", "{tmp}/nope.csv", "-o", "{tmp}/out.png"], "cannot read"),
-    ("heatmap into a missing folder", files({"m.csv": "0,1\n1,0\n"}),
-     ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/no/such/out.png"], "does not exist or is not writable"),
-    ("heatmap into a file that is not a PNG", files({"m.csv": "0,1\n1,0\n"}),
-     ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/out.pdf"], "ending in .png"),
+    (
+        "heatmap into a missing folder",
+        files({"m.csv": "0,1\n1,0\n"}),
+        ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/no/such/out.png"],
+        "does not exist or is not writable",
+    ),
+    (
+        "heatmap into a file that is not a PNG",
+        files({"m.csv": "0,1\n1,0\n"}),
+        ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/out.pdf"],
+        "ending in .png",
+    ),
     # perflab run
     ("run an unknown lab", nothing, ["run", "no-such-lab"], "unknown lab|choose one of"),
     ("run with an empty CPU list", nothing, ["run", "core-to-core", "-C", ""], "empty CPU list"),
@@ -186,39 +351,79 @@ CASES = [
     ("run with --runs 10**12", nothing, ["run", "core-to-core", "--runs", "1000000000000"], "out of range"),
     ("run with --runs of words", nothing, ["run", "core-to-core", "--runs", "many"], "whole number"),
     ("run with an empty --runs", nothing, ["run", "core-to-core", "--runs", ""], "whole number"),
-    ("run with a results folder that is a file", files({"results-file": "not a folder"}),
-     ["run", "core-to-core", "--quick"], "cannot write results"),
+    (
+        "run with a results folder that is a file",
+        files({"results-file": "not a folder"}),
+        ["run", "core-to-core", "--quick"],
+        "cannot write results",
+    ),
     ("run all in a VM", nothing, ["run", "all", "--vm", "default"], "one lab at a time"),
     ("run with an unknown option", nothing, ["run", "core-to-core", "--fast"], "unrecognized arguments"),
     # perflab grade, hint, reset, list, progress
     ("grade an unknown exercise", nothing, ["grade", "no-such-exercise"], "unknown exercise"),
-    ("grade a missing notebook", nothing, ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/nope.ipynb"],
-     "is not a file"),
-    ("grade a folder", files({"folder/x": ""}), ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/folder"],
-     "is not a file"),
-    ("grade a CSV", files({"data.csv": "a,b\n1,2\n"}), ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/data.csv"],
-     "not a notebook"),
-    ("grade invalid JSON", files({"bad.ipynb": "{cells: ["}),
-     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/bad.ipynb"], "not a notebook"),
-    ("grade JSON that is no notebook", files({"list.ipynb": "[1, 2, 3]"}),
-     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/list.ipynb"], "not a notebook"),
-    ("grade a binary", files({"x.ipynb": bytes(range(256)) * 4}),
-     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/x.ipynb"], "not a notebook"),
-    ("grade an empty file", files({"empty.ipynb": ""}),
-     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/empty.ipynb"], "not a notebook"),
+    (
+        "grade a missing notebook",
+        nothing,
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/nope.ipynb"],
+        "is not a file",
+    ),
+    (
+        "grade a folder",
+        files({"folder/x": ""}),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/folder"],
+        "is not a file",
+    ),
+    (
+        "grade a CSV",
+        files({"data.csv": "a,b\n1,2\n"}),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/data.csv"],
+        "not a notebook",
+    ),
+    (
+        "grade invalid JSON",
+        files({"bad.ipynb": "{cells: ["}),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/bad.ipynb"],
+        "not a notebook",
+    ),
+    (
+        "grade JSON that is no notebook",
+        files({"list.ipynb": "[1, 2, 3]"}),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/list.ipynb"],
+        "not a notebook",
+    ),
+    (
+        "grade a binary",
+        files({"x.ipynb": bytes(range(256)) * 4}),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/x.ipynb"],
+        "not a notebook",
+    ),
+    (
+        "grade an empty file",
+        files({"empty.ipynb": ""}),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/empty.ipynb"],
+        "not a notebook",
+    ),
     ("grade with --timeout 0", nothing, ["grade", "c2c-harmonic-mean", "--timeout", "0"], "out of range"),
     ("grade with --timeout of words", nothing, ["grade", "c2c-harmonic-mean", "--timeout", "soon"], "takes seconds"),
     ("hint for an unknown exercise", nothing, ["hint", "no-such-exercise"], "unknown exercise"),
     ("reset an unknown exercise", nothing, ["reset", "no-such-exercise"], "unknown exercise"),
-    ("reset into a workspace that is a file", files({"work-file": "not a folder"}),
-     ["reset", "c2c-harmonic-mean"], "cannot write"),
+    (
+        "reset into a workspace that is a file",
+        files({"work-file": "not a folder"}),
+        ["reset", "c2c-harmonic-mean"],
+        "cannot write",
+    ),
     ("list with a progress file that is a folder", files({"progress-folder/x": ""}), ["list"], "cannot read"),
     ("progress with a progress file that is a folder", files({"progress-folder/x": ""}), ["progress"], "cannot read"),
     # perflab layout, probe, system, exercises, and no verb at all
     ("layout of a missing binary", nothing, ["layout", "{tmp}/nope", "main"], "no such binary"),
     ("layout of a text file", files({"notes.txt": "hello\n"}), ["layout", "{tmp}/notes.txt", "main"], "ELF|objdump"),
-    ("layout of an unknown function", nothing, ["layout", sys.executable, "no_such_function_here"],
-     "no_such_function_here"),
+    (
+        "layout of an unknown function",
+        nothing,
+        ["layout", sys.executable, "no_such_function_here"],
+        "no_such_function_here",
+    ),
     ("probe of a missing sysroot", nothing, ["probe"], "PERFLAB_SYSROOT|sysroot"),
     ("an unknown system action", nothing, ["system", "fix"], "invalid choice"),
     ("an unknown exercises action", nothing, ["exercises", "grade"], "invalid choice"),
@@ -229,36 +434,97 @@ CASES = [
     ("vm build with a profile", nothing, ["vm", "build", "nosuchprofile"], "vm build: unrecognized arguments"),
     ("vm box with a word after it", nothing, ["vm", "box", "nosuch"], "vm box: unrecognized arguments: nosuch"),
     ("vm down with a second word", nothing, ["vm", "down", "default", "extra"], "vm down: unrecognized arguments"),
-    ("workshop down with an option of up", nothing, ["workshop", "down", "--reserve-cpus", "2"],
-     "workshop down: unrecognized arguments: --reserve-cpus"),
-    ("workshop up with a turn limit that is no time", nothing, ["workshop", "up", "ann", "--turn-limit", "ten"],
-     "--turn-limit takes seconds, not 'ten'"),
+    (
+        "workshop down with an option of up",
+        nothing,
+        ["workshop", "down", "--reserve-cpus", "2"],
+        "workshop down: unrecognized arguments: --reserve-cpus",
+    ),
+    (
+        "workshop up with a turn limit that is no time",
+        nothing,
+        ["workshop", "up", "ann", "--turn-limit", "ten"],
+        "--turn-limit takes seconds, not 'ten'",
+    ),
     # -- c2c: where the heatmap goes, and matrices too empty to advise from
-    ("heatmap into /proc (root may write there, the kernel says no)", A_PAIR,
-     ["c2c", "heatmap", "{tmp}/m.csv", "-o", "/proc/x.png"], "cannot write /proc/x.png: the folder /proc takes no new file"),
-    ("heatmap into /sys", A_PAIR, ["c2c", "heatmap", "{tmp}/m.csv", "-o", "/sys/x.png"],
-     "cannot write /sys/x.png: the folder /sys takes no new file"),
-    ("heatmap into a name ending in / (it wrote dir.png)", A_PAIR, ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/dir.png/"],
-     "dir.png/ is a folder"),
-    ("heatmap onto a folder named .png", files({"m.csv": "\n52.5\n", "shots.png/keep": ""}),
-     ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/shots.png"], "shots.png is a folder"),
-    ("a CSV two thirds nan", files({"nan.csv": "\n52.5\nnan,nan\n"}), ["c2c", "analyze", "{tmp}/nan.csv"],
-     r"only 1 of its 3 pairs of CPUs are measured \(33%; empty, nan and null cells mean not measured\)"),
-    ("a CSV two thirds empty", files({"gaps.csv": "\n52.5\n,\n"}), ["c2c", "heatmap", "{tmp}/gaps.csv", "-o", "{tmp}/g.png"],
-     "only 1 of its 3 pairs"),
-    ("a result JSON mostly NaN", files({"nan.json": '{"matrix": {"cpus": [0, 1, 2], "one_way_ns": '
-                                                    '[[null, 50, NaN], [50, null, NaN], [NaN, NaN, null]]}}'}),
-     ["c2c", "analyze", "{tmp}/nan.json"], "only 1 of its 3 pairs"),
+    (
+        "heatmap into /proc (root may write there, the kernel says no)",
+        A_PAIR,
+        ["c2c", "heatmap", "{tmp}/m.csv", "-o", "/proc/x.png"],
+        "cannot write /proc/x.png: the folder /proc takes no new file",
+    ),
+    (
+        "heatmap into /sys",
+        A_PAIR,
+        ["c2c", "heatmap", "{tmp}/m.csv", "-o", "/sys/x.png"],
+        "cannot write /sys/x.png: the folder /sys takes no new file",
+    ),
+    (
+        "heatmap into a name ending in / (it wrote dir.png)",
+        A_PAIR,
+        ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/dir.png/"],
+        "dir.png/ is a folder",
+    ),
+    (
+        "heatmap onto a folder named .png",
+        files({"m.csv": "\n52.5\n", "shots.png/keep": ""}),
+        ["c2c", "heatmap", "{tmp}/m.csv", "-o", "{tmp}/shots.png"],
+        "shots.png is a folder",
+    ),
+    (
+        "a CSV two thirds nan",
+        files({"nan.csv": "\n52.5\nnan,nan\n"}),
+        ["c2c", "analyze", "{tmp}/nan.csv"],
+        r"only 1 of its 3 pairs of CPUs are measured \(33%; empty, nan and null cells mean not measured\)",
+    ),
+    (
+        "a CSV two thirds empty",
+        files({"gaps.csv": "\n52.5\n,\n"}),
+        ["c2c", "heatmap", "{tmp}/gaps.csv", "-o", "{tmp}/g.png"],
+        "only 1 of its 3 pairs",
+    ),
+    (
+        "a result JSON mostly NaN",
+        files(
+            {
+                "nan.json": '{"matrix": {"cpus": [0, 1, 2], "one_way_ns": '
+                '[[null, 50, NaN], [50, null, NaN], [NaN, NaN, null]]}}'
+            }
+        ),
+        ["c2c", "analyze", "{tmp}/nan.json"],
+        "only 1 of its 3 pairs",
+    ),
     # -- run: a CPU this machine lacks is refused before the measurement queue (it waited 6.6 s for its turn)
-    ("run on an offline CPU while another run holds the lock", lock_held,
-     ["run", "core-to-core", "-C", "0,4000", "--no-wait"], "CPU 4000 is not online"),
+    (
+        "run on an offline CPU while another run holds the lock",
+        lock_held,
+        ["run", "core-to-core", "-C", "0,4000", "--no-wait"],
+        "CPU 4000 is not online",
+    ),
     # perflab grade: JSON that nbformat reads but that is no valid notebook
-    ("grade JSON with no cells", files({"a.ipynb": '{"a": 1}'}),
-     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/a.ipynb"], "not a (valid )?notebook"),
-    ("grade a notebook with a cell lacking its source",
-     files({"nosource.ipynb": json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
-                                          "cells": [{"cell_type": "markdown", "metadata": {}}]})}),
-     ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/nosource.ipynb"], "not a valid notebook.*'source'"),
+    (
+        "grade JSON with no cells",
+        files({"a.ipynb": '{"a": 1}'}),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/a.ipynb"],
+        "not a (valid )?notebook",
+    ),
+    (
+        "grade a notebook with a cell lacking its source",
+        files(
+            {
+                "nosource.ipynb": json.dumps(
+                    {
+                        "nbformat": 4,
+                        "nbformat_minor": 5,
+                        "metadata": {},
+                        "cells": [{"cell_type": "markdown", "metadata": {}}],
+                    }
+                )
+            }
+        ),
+        ["grade", "c2c-harmonic-mean", "--notebook", "{tmp}/nosource.ipynb"],
+        "not a valid notebook.*'source'",
+    ),
 ]
 
 ENVIRONMENT = {  # the rows whose bad input is in the environment rather than on the command line
@@ -403,8 +669,16 @@ def test_another_user_can_lock_after_us_and_an_unopenable_lock_is_one_line(monke
             "except PerflabError as err: print(err)")
 
     def as_nobody(lock: Path) -> str:
-        done = subprocess.run([NOBODY_PYTHON, "-c", code], user=65534, group=65534, extra_groups=[], capture_output=True, text=True,
-                              env={"PYTHONPATH": str(REPO), "PERFLAB_LOCK": str(lock)}, timeout=30)
+        done = subprocess.run(
+            [NOBODY_PYTHON, "-c", code],
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(REPO), "PERFLAB_LOCK": str(lock)},
+            timeout=30,
+        )
         assert done.returncode == 0 and not done.stderr, done.stderr
         return done.stdout.strip()
 
@@ -440,7 +714,9 @@ def test_the_lock_path_is_the_same_whatever_tmpdir_says(tmp_path, monkeypatch):
 def held_by_another_process():
     """A separate process holding the measurement lock (PERFLAB_LOCK comes from conftest) until the test ends."""
     code = "from perflab.lock import measurement_lock\nwith measurement_lock('the other run'):\n print('held', flush=True)\n input()"
-    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder
@@ -450,7 +726,8 @@ def held_by_another_process():
 
 
 def test_wait_false_refuses_while_another_process_holds_the_lock(held_by_another_process):
-    with pytest.raises(PerflabError, match=f"another measurement is running \\(\\w+'s the other run, pid {held_by_another_process.pid}\\)"):
+    with pytest.raises(PerflabError, match="another measurement is running \\(\\w+'s the other run, pid "
+                                           f"{held_by_another_process.pid}\\)"):
         with measurement_lock("test", wait=False):
             pass
 
@@ -466,8 +743,18 @@ def test_no_wait_run_refuses_while_another_process_holds_the_lock(held_by_anothe
 
 def _interrupted(script: str) -> subprocess.CompletedProcess:
     """`perflab list` as its own process (sys.argv), with a Ctrl-C that the script sends itself."""
-    return subprocess.run([sys.executable, "-c", "import atexit, os, signal, sys, time\nfrom perflab.cli import main\n"
-                           "sys.argv = ['perflab', 'list']\n" + script], capture_output=True, text=True, cwd=REPO, timeout=60)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import atexit, os, signal, sys, time\nfrom perflab.cli import main\n"
+            "sys.argv = ['perflab', 'list']\n" + script,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
 
 
 def test_ctrl_c_just_after_the_output_is_the_one_line_and_130():
@@ -479,7 +766,8 @@ def test_ctrl_c_just_after_the_output_is_the_one_line_and_130():
 def test_ctrl_c_while_python_tears_down_changes_nothing():
     """From Python's exit handlers on, a Ctrl-C is ignored: it printed a traceback there, and later in the teardown
     ended the process by the signal (exit -2) without a word."""
-    done = _interrupted("atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(1)))\nsys.exit(main())")
+    done = _interrupted("atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), "
+                        "time.sleep(1)))\nsys.exit(main())")
     assert done.returncode == 0 and done.stderr == "", (done.returncode, done.stderr)
 
 

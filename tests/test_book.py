@@ -49,7 +49,9 @@ TERMS = {
 
 
 def _build(book, out):
-    return subprocess.run([str(MDBOOK), "build", str(book), "-d", str(out)], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(MDBOOK), "build", str(book), "-d", str(out)], capture_output=True, text=True, timeout=120
+    )
 
 
 @needs_mdbook

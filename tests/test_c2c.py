@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SHARED_C2C
 from perflab.cpulist import parse_cpulist
+from perflab.errors import PerflabError
 from perflab.labs.core_to_core.advisor import analyze
 from perflab.labs.core_to_core.figures import heatmap, latency_histogram
 from perflab.labs.core_to_core.matrix import LatencyMatrix, from_result, load
 from perflab.labs.core_to_core.placement import best_pipeline, pipeline_cost
-from perflab.errors import PerflabError
 from perflab.paths import DATA_DIR
 
-from conftest import SHARED_C2C
-
-needs_shared = pytest.mark.skipif(not SHARED_C2C.is_dir(), reason="../shared/datasets/core-to-core is absent (only in the course's own checkouts)")
+needs_shared = pytest.mark.skipif(not SHARED_C2C.is_dir(), reason="../shared/datasets/core-to-core is absent (only in "
+                                                                  "the course's own checkouts)")
 
 
 def shared(prefix: str) -> LatencyMatrix:
@@ -27,7 +27,9 @@ def shared(prefix: str) -> LatencyMatrix:
 
 
 def level(analysis, name):
-    return next((groups for groups, info in zip(analysis["levels"], analysis["level_info"]) if info["name"] == name), None)
+    return next(
+        (groups for groups, info in zip(analysis["levels"], analysis["level_info"]) if info["name"] == name), None
+    )
 
 
 def assert_valid(analysis):
@@ -69,7 +71,10 @@ def test_smt_siblings_are_found(prefix):
 @needs_shared
 def test_chiplets_are_found():
     ryzen = analyze(shared("amd-ryzen-9-5950x"))
-    assert level(ryzen, "shared-cache cluster") == [list(range(0, 8)) + list(range(16, 24)), list(range(8, 16)) + list(range(24, 32))]
+    assert level(ryzen, "shared-cache cluster") == [
+        list(range(0, 8)) + list(range(16, 24)),
+        list(range(8, 16)) + list(range(24, 32)),
+    ]
     threadripper = analyze(shared("amd-ryzen-threadripper-3960x"))
     ccx = level(threadripper, "shared-cache cluster")
     assert len(ccx) == 8 and all(len(g) == 6 for g in ccx)
@@ -167,7 +172,9 @@ def test_tiny_matrices():
 
 def test_partial_csv(tmp_path):
     full = synthetic(2, 4, 20, 80, 0.0)
-    rows = [",".join("" if j >= i else f"{full.ns[i, j]:.1f}" for j in range(8)) for i in range(8)]  # as the tool writes
+    rows = [
+        ",".join("" if j >= i else f"{full.ns[i, j]:.1f}" for j in range(8)) for i in range(8)
+    ]  # as the tool writes
     partial = tmp_path / "partial.csv"
     partial.write_text("\n".join(rows[:6]) + "\n")
     m = load(partial)

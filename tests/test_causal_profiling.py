@@ -1,4 +1,5 @@
-"""Lab 7, causal profiling: coz's profile format, the estimates, perf's ranking, the programs, the verdict, the exercise."""
+"""Lab 7, causal profiling: coz's profile format, the estimates, perf's ranking, the programs, the verdict, the
+exercise."""
 
 from __future__ import annotations
 
@@ -158,7 +159,9 @@ def test_commit_takes_factors_and_reports_its_rate():
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     meta, sample = (json.loads(line) for line in done.stdout.splitlines())
     assert meta["bench"] == "commit" and "-gdwarf-3" in meta["cflags"]
-    assert sample["batches"] > 0 and sample["batches_per_s"] == pytest.approx(sample["batches"] / sample["seconds"], rel=1e-3)
+    assert sample["batches"] > 0 and sample["batches_per_s"] == pytest.approx(
+        sample["batches"] / sample["seconds"], rel=1e-3
+    )
 
 
 def test_parse_perf_report_ranks_user_and_kernel_symbols():
@@ -181,13 +184,18 @@ def test_perf_ranks_the_off_path_function_first(tmp_path):
 @needs_coz
 def test_coz_runs_for_real_and_yields_experiments(tmp_path):
     binary = ensure_built(lab.SOURCE_DIR, "commit")
-    session = profilers.CozSession(lambda seconds: lab.program_argv(binary, (0, 0), seconds), tmp_path, 5, progress=False)
+    session = profilers.CozSession(
+        lambda seconds: lab.program_argv(binary, (0, 0), seconds), tmp_path, 5, progress=False
+    )
     try:
         profile = session.run(5)
     finally:
         session.close()
     assert profile.runs == 1 and profile.experiments and profile.warnings == []
-    assert {coz.short_location(e.selected).split(":")[0] for e in profile.experiments} <= {"commit.c", "perflab_bench.h"}
+    assert {coz.short_location(e.selected).split(":")[0] for e in profile.experiments} <= {
+        "commit.c",
+        "perflab_bench.h",
+    }
     assert profile.points() == ["batch"]
 
 
@@ -210,7 +218,9 @@ def test_judge_needs_cozs_pick_faster_and_perfs_not():
     faster = [r * 1.25 for r in base]
     picks = {"coz": "parse_records", "perf": "compress_log"}
     assert lab.judge_race(picks, {"unchanged": base, "parse_records": faster, "compress_log": base})[0] == "reproduced"
-    assert lab.judge_race(picks, {"unchanged": base, "parse_records": base, "compress_log": faster})[0] == "not-reproduced"
+    assert (
+        lab.judge_race(picks, {"unchanged": base, "parse_records": base, "compress_log": faster})[0] == "not-reproduced"
+    )
     agree = {"coz": "compress_log", "perf": "compress_log"}
     assert lab.judge_race(agree, {"unchanged": base, "compress_log": faster})[0] == "not-reproduced"
     noisy = [100.0, 140, 60, 120, 80, 130, 70, 100]
@@ -246,7 +256,9 @@ def test_bad_cpu_for_the_lab_is_one_line(isolated_state):
 def test_critical_lines_are_block_hash_and_its_call():
     source = checks.EXERCISE_SOURCE.read_text().splitlines()
     lines = checks.critical_lines("\n".join(source))
-    assert len(lines) == 3 and "block_hash(b)" in source[lines[-1] - 1] and "MIX(h, b->words[i])" in source[lines[1] - 1]
+    assert (
+        len(lines) == 3 and "block_hash(b)" in source[lines[-1] - 1] and "MIX(h, b->words[i])" in source[lines[1] - 1]
+    )
 
 
 @needs_two_cpus

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import REPO, run_cli
 from perflab import cli
-from perflab.manifest.exercises import load_manifest
 from perflab.labs import available
+from perflab.manifest.exercises import load_manifest
 from perflab.vm.profiles import names as profile_names
 
 # Every verb that has actions, as the issue lists them: each must be a subcommand of its own.

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from conftest import run_cli
 from perflab import results
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
@@ -19,8 +20,6 @@ from perflab.labs.core_to_core.matrix import from_result, load
 from perflab.probe import probe
 from perflab.runner import Run
 from perflab.sequential import Race
-
-from conftest import run_cli
 
 ONLINE = sorted(os.sched_getaffinity(0))
 needs_two_cpus = pytest.mark.skipif(len(ONLINE) < 2, reason="this machine has one usable CPU: no pair to measure")
@@ -146,7 +145,9 @@ def test_figures_for_a_recorded_matrix_result(isolated_state):
     result.update(matrix=recorded.to_json(), analysis=analyze(recorded), runs=[])
     shown = figures(Verdict(LAB.name, "cannot-show", "test", result=result))
     assert [title for title, _ in shown][0].startswith("Measured one-way latency")
-    assert len(shown) == 2, "heatmap and the recorded example; a 32-CPU matrix has too many pairs to draw round by round"
+    assert len(shown) == 2, (
+        "heatmap and the recorded example; a 32-CPU matrix has too many pairs to draw round by round"
+    )
 
 
 def test_heatmap_says_when_its_cpus_are_not_in_numbering_order():

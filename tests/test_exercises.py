@@ -5,11 +5,10 @@ from __future__ import annotations
 import nbformat
 import pytest
 
+from conftest import without_guest_image
 from perflab.grading import FAILED, PASSED, Check, Report, progress
 from perflab.grading.authoring import author_check, learner_copy, strip_solutions
 from perflab.manifest.exercises import load_manifest
-
-from conftest import without_guest_image
 
 
 def test_author_check_passes(monkeypatch, tmp_path):
@@ -32,8 +31,10 @@ def test_strip_solutions_keeps_indentation_and_surroundings():
 def test_learner_copy_clears_outputs_and_markdown_answers():
     manifest = load_manifest()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("Why?\n\nBEGIN SOLUTION\nBecause.\nEND SOLUTION"),
-                nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.v4.new_output("stream", text="1")], execution_count=3)]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("Why?\n\nBEGIN SOLUTION\nBecause.\nEND SOLUTION"),
+        nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.v4.new_output("stream", text="1")], execution_count=3),
+    ]
     copy = learner_copy(nb, manifest)
     assert copy.cells[0].source == "Why?\n\nYOUR ANSWER HERE"
     assert copy.cells[1].outputs == [] and copy.cells[1].execution_count is None
@@ -46,7 +47,9 @@ def test_manifest_lists_questions_as_hints():
     for exercise in manifest.exercises:
         assert exercise.solution_path.exists() and exercise.exercise_path.exists()
         assert exercise.hints and all(h.endswith("?") for h in exercise.hints)
-        assert exercise.budget_s >= 60, "a kernel starting on a busy machine takes seconds: give every notebook a minute"
+        assert exercise.budget_s >= 60, (
+            "a kernel starting on a busy machine takes seconds: give every notebook a minute"
+        )
 
 
 @pytest.mark.parametrize("budget", ["", "budget_s = 0\n", "budget_s = 'ten minutes'\n", "budget_s = true\n"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO, run_cli
 from perflab import journal
 from perflab.errors import PerflabError
 from perflab.knobs import RqAffinity, TracefsMount
@@ -27,8 +28,6 @@ from perflab.sysfs import SysRoot, default_root
 from perflab.tracing import MTTCG_HANGS
 from perflab.verdict import VERDICTS
 from perflab.vm.profiles import SCRATCH_SERIAL, TCG_SINGLE_THREAD
-
-from conftest import REPO, run_cli
 
 CAPTURES = REPO / "tests" / "fixtures" / "proc"
 OSNOISE = REPO / "tests" / "fixtures" / "osnoise"  # traces from the wide VM's RT kernel, CPU 7 taking disk interrupt 34
@@ -49,7 +48,8 @@ def test_this_machines_tables_parse_with_one_column_per_online_cpu():
 
 @pytest.mark.parametrize("capture", sorted(CAPTURES.glob("*.txt")), ids=lambda p: p.stem)
 def test_real_captures_parse(capture):
-    """Captures from the course's VMs (`perflab vm run wide -- sh -c 'cat /proc/interrupts; echo =====; cat /proc/softirqs'`)."""
+    """Captures from the course's VMs
+    (`perflab vm run wide -- sh -c 'cat /proc/interrupts; echo =====; cat /proc/softirqs'`)."""
     interrupts_text, softirqs_text = capture.read_text().split("=====\n")
     interrupts, softirqs = parse_table(interrupts_text), parse_table(softirqs_text)
     width = int(capture.stem.split("-")[-1].removesuffix("cpus"))
@@ -249,7 +249,10 @@ def test_the_recorded_hunt_names_the_disks_interrupt_and_what_stopped_it():
     lines = noise.notes(hunted)
     low = float(re.search(r"CI (\S+) to", lines[0]).group(1))
     assert lines[0].startswith("osnoise on CPU 7 named irq virtio4-req.0:34") and low > 0
-    assert lines[-1].startswith("the hunt stopped at a gap of 3068 us") and "thread irq/34-virtio4-:222 (65 us)" in lines[-1]
+    assert (
+        lines[-1].startswith("the hunt stopped at a gap of 3068 us")
+        and "thread irq/34-virtio4-:222 (65 us)" in lines[-1]
+    )
     assert lines[-1].endswith("; 107 us of it, the rest with nothing in the kernel running")
     assert noise.notes({"skipped": "no osnoise here"}) == ["noise hunt (part 3) not run: no osnoise here"]
 

@@ -96,7 +96,9 @@ def test_expectation_comes_from_vendor_and_family_never_the_model_name():
     intel = expectation(machine("GenuineIntel", 6))
     assert "3.6.8.2" in intel and "x2" in intel
     assert expectation(machine("GenuineIntel", 6, model="AMD EPYC (a hypervisor's name)")) == intel
-    assert "Zen 4 guest" in expectation(machine("AuthenticAMD", 25)) and "2-20%" in expectation(machine("AuthenticAMD", 25))
+    assert "Zen 4 guest" in expectation(machine("AuthenticAMD", 25)) and "2-20%" in expectation(
+        machine("AuthenticAMD", 25)
+    )
     assert "has not measured this family" in expectation(machine("AuthenticAMD", 23))
     assert "no expectation" in expectation(machine("ARM", None))
 
@@ -165,7 +167,11 @@ def test_figures_from_a_result_in_memory_and_the_source_alone():
     assert titles == ["The store->load loop at every distance", "The stencil, raced: page-aligned against padded",
                       "The source, replayed"]
     counted = _result(_spread(830), _spread(1624))
-    counted["hunt"] = {"event": "ld_blocks.address_alias", "why": "", "per_point": {"page-aligned": 1.0, "padded 64 B": 0.1}}
+    counted["hunt"] = {
+        "event": "ld_blocks.address_alias",
+        "why": "",
+        "per_point": {"page-aligned": 1.0, "padded 64 B": 0.1},
+    }
     assert "The PMU's count" in [title for title, _ in figures(Verdict(LAB.name, "reproduced", "", result=counted))]
     assert [title for title, _ in figures(Verdict(LAB.name, "cannot-show", ""))] == ["The source, replayed"]
     assert source_figure().axes[0].get_xlabel() == "padding per allocation, bytes"

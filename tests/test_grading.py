@@ -63,8 +63,12 @@ def test_a_killed_kernel_fails_with_a_message(tmp_path):
 def test_an_endless_loop_is_stopped_and_named(tmp_path):
     path = tmp_path / "loop.ipynb"
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell("# Mine"), nbformat.v4.new_code_cell("placement = [5, 6, 7, 8]"),
-                      nbformat.v4.new_markdown_cell("## 2. Forever"), nbformat.v4.new_code_cell("while True:\n    pass")]
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# Mine"),
+        nbformat.v4.new_code_cell("placement = [5, 6, 7, 8]"),
+        nbformat.v4.new_markdown_cell("## 2. Forever"),
+        nbformat.v4.new_code_cell("while True:\n    pass"),
+    ]
     nbformat.write(notebook, path)
     report = grade(PINNING.name, path, timeout=8)
     assert report.status == FAILED
@@ -74,8 +78,10 @@ def test_an_endless_loop_is_stopped_and_named(tmp_path):
 
 def test_cells_are_named_by_position_and_heading_not_by_markdown_count():
     names = cell_names(nbformat.read(PINNING.solution_path, as_version=4))
-    assert list(names.values())[:2] == ["code cell 1 (under '# Exercise: pin a 4-stage pipeline on a two-socket server')",
-                                        "code cell 2 (under '## 1. Your placement')"]
+    assert list(names.values())[:2] == [
+        "code cell 1 (under '# Exercise: pin a 4-stage pipeline on a two-socket server')",
+        "code cell 2 (under '## 1. Your placement')",
+    ]
 
 
 def test_grading_a_solution_is_not_the_learners_progress():
@@ -134,7 +140,9 @@ def test_answers_come_back_as_plain_data_only(tmp_path):
                                    "WHERE = Path('/x')\nKEYS = {0.5: True}\nclass Thing: pass\nTHING = Thing()\n"
                                    "SCALAR = np.float64(0.25) + np.float64(0.5)")
     answers, errors = run_notebook(read_notebook(path), tmp_path, {}, 60)
-    assert errors == [] and answers["ARRAY"] == [0, 1, 2] and answers["WHERE"] == "/x" and answers["KEYS"] == {0.5: True}
+    assert (
+        errors == [] and answers["ARRAY"] == [0, 1, 2] and answers["WHERE"] == "/x" and answers["KEYS"] == {0.5: True}
+    )
     assert answers["SCALAR"] == 0.75, "numpy's float64 is a float subclass whose repr is a call: sent as a float"
     assert "not plain data" in repr(answers["THING"])
 
@@ -169,9 +177,11 @@ def test_a_function_failing_on_inputs_that_are_not_numbers_is_reported():
 
 FAKE = '{"values": {"placement": {"literal": "[5, 6, 7, 8]"}, "naive_crosses": {"literal": "\'socket\'"}}, "functions": {}}'
 FAKE_EXPORT = f"def _fake_export(*arguments):\n    open(arguments[-1], 'w').write({FAKE!r})\n"
-FAKE_RUNPY = FAKE_EXPORT + ("import sys, types\nfake = types.ModuleType('runpy')\n"
-                            "fake.run_path = lambda path: {'export': _fake_export, 'sealed_export': lambda *a: _fake_export}\n"
-                            "sys.modules['runpy'] = fake")
+FAKE_RUNPY = FAKE_EXPORT + (
+    "import sys, types\nfake = types.ModuleType('runpy')\n"
+    "fake.run_path = lambda path: {'export': _fake_export, 'sealed_export': lambda *a: _fake_export}\n"
+    "sys.modules['runpy'] = fake"
+)
 FAKE_OPEN = ("import builtins\n_open = builtins.open\n"
              "def _fake_open(file, mode='r', *arguments, **options):\n"
              "    if str(file).endswith('answers.json') and 'w' in mode:\n"
@@ -205,11 +215,13 @@ def test_a_grade_with_a_cell_error_does_not_pass(tmp_path):
 
 def invented(elapsed_ns: int) -> str:
     """A first cell that saves 30 made-up samples of 1,000 round trips with perflab.results.save, as the issue did."""
-    return ("replace:1:from perflab import results\nfrom perflab.probe import probe\n"
-            "made = results.new_result('core-to-core', 'pair', probe().summary(), {})\n"
-            f"samples = [{{'round_trips': 1000, 'elapsed_ns': {elapsed_ns} + i, 'one_way_ns': 1.0}} for i in range(30)]\n"
-            "made.update(runs=[{'label': '0,1', 'samples': samples}], matrix={'cpus': [0, 1]})\n"
-            "result = {**made, 'path': str(results.save(made))}")
+    return (
+        "replace:1:from perflab import results\nfrom perflab.probe import probe\n"
+        "made = results.new_result('core-to-core', 'pair', probe().summary(), {})\n"
+        f"samples = [{{'round_trips': 1000, 'elapsed_ns': {elapsed_ns} + i, 'one_way_ns': 1.0}} for i in range(30)]\n"
+        "made.update(runs=[{'label': '0,1', 'samples': samples}], matrix={'cpus': [0, 1]})\n"
+        "result = {**made, 'path': str(results.save(made))}"
+    )
 
 
 def test_invented_samples_saved_by_perflab_are_refused_with_the_bound_named(tmp_path):
@@ -287,23 +299,34 @@ def test_the_manifests_budget_covers_the_whole_notebook(tmp_path, monkeypatch):
     import perflab.grading as grading
 
     manifest = load_manifest()
-    short = dataclasses.replace(manifest, exercises=tuple(dataclasses.replace(e, budget_s=6) for e in manifest.exercises))
+    short = dataclasses.replace(
+        manifest, exercises=tuple(dataclasses.replace(e, budget_s=6) for e in manifest.exercises)
+    )
     monkeypatch.setattr(grading, "load_manifest", lambda: short)
     path = tmp_path / "slow.ipynb"
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(f"import time\ntime.sleep(4)  # {n}") for n in range(2)]
     nbformat.write(notebook, path)
     report = grade(PINNING.name, path)
-    assert re.match(r"code cell [12] was still running when the grade's budget of 6 s ran out", report.cell_errors[0]), \
-        "each cell alone fits in the budget, both do not"
+    assert re.match(
+        r"code cell [12] was still running when the grade's budget of 6 s ran out", report.cell_errors[0]
+    ), "each cell alone fits in the budget, both do not"
 
 
 def test_waiting_for_the_measurement_queue_does_not_spend_the_budget(tmp_path):
     """A notebook that waits 8 s for another process's measurement, then runs 1 s, fits a budget of 5 s (in a busy
     class a learner's grade waited minutes in line); one that runs 8 s does not, and is told."""
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               "fcntl.flock(os.open(os.environ['PERFLAB_LOCK'], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)\n"
-                               "print('held', flush=True)\ntime.sleep(8)"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fcntl.flock(os.open(os.environ['PERFLAB_LOCK'], os.O_RDWR | os.O_CREAT), fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\ntime.sleep(8)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     path = tmp_path / "queued.ipynb"
     notebook = nbformat.v4.new_notebook()
@@ -328,7 +351,9 @@ def test_the_check_button_grades_within_the_exercises_budget(monkeypatch):
     import perflab.grading as grading
 
     ran = []
-    monkeypatch.setattr(grading.subprocess, "run", lambda argv, **_: ran.append(argv) or subprocess.CompletedProcess(argv, 0, "", ""))
+    monkeypatch.setattr(
+        grading.subprocess, "run", lambda argv, **_: ran.append(argv) or subprocess.CompletedProcess(argv, 0, "", "")
+    )
     monkeypatch.setenv("JPY_SESSION_NAME", str(PINNING.solution_path))
     grading.check_button(PINNING.name).children[0].click()
     assert ran[0][-2:] == ["--timeout", f"{PINNING.budget_s:g}"]
@@ -357,8 +382,9 @@ def test_a_workshop_regrade_runs_the_learners_code_as_the_learner_not_root(tmp_p
     try:
         copy = home / "work" / "exercises" / PINNING.notebook
         copy.parent.mkdir(parents=True)
-        shutil.copy(notebook_with(tmp_path, "import os\nopen(os.path.expanduser('~/uid'), 'w').write(str(os.geteuid()))"),
-                    copy)
+        shutil.copy(
+            notebook_with(tmp_path, "import os\nopen(os.path.expanduser('~/uid'), 'w').write(str(os.geteuid()))"), copy
+        )
         for path in [home, *home.rglob("*")]:
             os.chown(path, nobody.pw_uid, nobody.pw_gid)
         learner = pwd.struct_passwd((*nobody[:5], str(home), nobody.pw_shell))  # nobody, with this home

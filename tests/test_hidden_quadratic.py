@@ -150,8 +150,11 @@ def test_a_real_quick_run_ends_in_a_verdict_whose_figures_draw_from_the_saved_re
     again = LAB.verdict_of(LAB.probe(), saved)
     assert again.verdict == verdict.verdict, "the verdict is judged from the saved result alone"
     titles = [title for title, _ in figures(Verdict(LAB.name, verdict.verdict, "", result=saved))]
-    assert titles[:3] == ["Looking a key up four ways, against n", "The race at n=16: linear scan against binary search",
-                          "The expiry pass against the table's size, log-log"]
+    assert titles[:3] == [
+        "Looking a key up four ways, against n",
+        "The race at n=16: linear scan against binary search",
+        "The expiry pass against the table's size, log-log",
+    ]
     if saved["profiles"]:
         assert len(titles) == 5 and profile.share(saved["profiles"]["quadratic"], "expire_quadratic") > 0.5
 

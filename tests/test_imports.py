@@ -30,7 +30,9 @@ def module_files(package: Path) -> dict[str, Path]:
 
 def _runs(node: ast.AST) -> bool:
     """False for an `if TYPE_CHECKING:` block, whose imports never run."""
-    return not (isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING")
+    return not (
+        isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST):

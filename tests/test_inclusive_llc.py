@@ -1,4 +1,5 @@
-"""Lab 2: the cache simulator on hand-worked cases, the victim and the aggressor for real, the verdict, the exercises."""
+"""Lab 2: the cache simulator on hand-worked cases, the victim and the aggressor for real, the verdict, the
+exercises."""
 
 from __future__ import annotations
 
@@ -164,13 +165,19 @@ PERF_CSV = """# started on Sat Nov 21 08:00:00 2026
 
 
 def test_perf_stat_csv_is_parsed():
-    assert programs.parse_perf_stat(PERF_CSV) == {"L1-dcache-load-misses": 12345678.0, "LLC-loads": None, "task-clock": 2.5}
+    assert programs.parse_perf_stat(PERF_CSV) == {
+        "L1-dcache-load-misses": 12345678.0,
+        "LLC-loads": None,
+        "task-clock": 2.5,
+    }
 
 
 def test_victim_counted_by_perf_stat_for_real():
     # Hardware events need a PMU; the wrapping is the same with a software event.
     victim = ensure_built(lab.SOURCE_DIR, "victim")
-    values, counts = programs.run_victim(programs.victim_argv(victim, probe().online_cpus[-1], 16384, 20), ["task-clock"])
+    values, counts = programs.run_victim(
+        programs.victim_argv(victim, probe().online_cpus[-1], 16384, 20), ["task-clock"]
+    )
     # CPU time, not wall time: on a loaded machine the 20 ms victim gets less of it, so only "counted" is certain
     assert values and 0 < counts["task-clock"] < 1000
 
@@ -178,7 +185,9 @@ def test_victim_counted_by_perf_stat_for_real():
 # --- the benchmarks, for real -------------------------------------------------------------------------
 
 def bench(program: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ensure_built(lab.SOURCE_DIR, program)), *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(ensure_built(lab.SOURCE_DIR, program)), *args], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize("program, args, message", [
@@ -233,7 +242,10 @@ def test_stress_ng_side_by_side_for_real():
 
 
 def test_bogo_rate_is_read_from_stress_ng_yaml():
-    assert stress_ng.parse_bogo_rate("metrics:\n    - stressor: vm\n      bogo-ops-per-second-real-time: 87181.81\n") == 87181.81
+    assert (
+        stress_ng.parse_bogo_rate("metrics:\n    - stressor: vm\n      bogo-ops-per-second-real-time: 87181.81\n")
+        == 87181.81
+    )
     with pytest.raises(PerflabError, match="no bogo-ops"):
         stress_ng.parse_bogo_rate("metrics: []\n")
 

@@ -37,7 +37,9 @@ def test_parse_stat_reads_the_name_times_and_cpu():
 def test_tasks_are_read_through_the_sysroot(tmp_path):
     (tmp_path / "proc" / "4242").mkdir(parents=True)
     (tmp_path / "proc" / "4242" / "stat").write_text(STAT)
-    (tmp_path / "proc" / "stat").write_text("cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 0 0 0 0 0 0 3 0 0\ncpu1 1 0 0 0 0 0 0 9 0 0\n")
+    (tmp_path / "proc" / "stat").write_text(
+        "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 1 0 0 0 0 0 0 3 0 0\ncpu1 1 0 0 0 0 0 0 9 0 0\n"
+    )
     root = SysRoot(tmp_path)
     assert [t.pid for t in interference.tasks(root).values()] == [4242]
     assert interference.steal_ticks(root) == {0: 3, 1: 9}
@@ -66,9 +68,12 @@ def test_a_child_that_ended_charges_its_parent_only_what_was_not_seen():
 
 
 def found(neighbours: list[tuple[int, str, float]], seconds: float = 10.0, steal: dict | None = None) -> dict:
-    return {"cpus": [0, 1], "seconds": seconds,
-            "neighbours": [{"cpu": c, "name": n, "pid": 100 + i, "seconds": s} for i, (c, n, s) in enumerate(neighbours)],
-            "steal": steal or {"0": 0.0, "1": 0.0}}
+    return {
+        "cpus": [0, 1],
+        "seconds": seconds,
+        "neighbours": [{"cpu": c, "name": n, "pid": 100 + i, "seconds": s} for i, (c, n, s) in enumerate(neighbours)],
+        "steal": steal or {"0": 0.0, "1": 0.0},
+    }
 
 
 def test_busy_cpus_names_the_cpu_the_share_and_the_programs():

@@ -19,8 +19,10 @@ from conftest import REPO
 
 CHROMIUM = shutil.which("chromium")
 SCREENSHOTS = REPO / "build" / "browser-screenshots"
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: `make test` installs it")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: `make test` installs it"),
+]
 
 
 def _free_port() -> int:

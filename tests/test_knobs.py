@@ -17,8 +17,7 @@ import pytest
 from conftest import FIXTURE_MACHINES, REPO, run_cli
 from perflab import journal, system
 from perflab.errors import PerflabError
-from perflab.knobs import (Governor, IrqAffinity, NumaBalancing, RqAffinity, TracefsMount, Turbo, disk_irqs,
-                           used_by_labs)
+from perflab.knobs import Governor, IrqAffinity, NumaBalancing, RqAffinity, TracefsMount, Turbo, disk_irqs, used_by_labs
 from perflab.labs import Lab
 from perflab.lock import measurement_lock
 from perflab.results import new_result
@@ -35,7 +34,9 @@ def tree(tmp_path) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+    }
 
 
 def test_knobs_read_what_the_fixture_holds(tree):
@@ -82,7 +83,10 @@ def test_a_block_restores_on_exit_and_on_error(tree):
 
 def test_a_missing_knob_is_one_clear_error(tree):
     root = SysRoot(tree)
-    with pytest.raises(PerflabError, match="not available on this machine"), journal.SystemChanges(root=root) as changes:
+    with (
+        pytest.raises(PerflabError, match="not available on this machine"),
+        journal.SystemChanges(root=root) as changes,
+    ):
         changes.set(RqAffinity("sdz", root), "2")
 
 
@@ -186,9 +190,20 @@ def test_a_user_who_may_not_write_the_journal_recovers_nothing_and_goes_on(tmp_p
         root = SysRoot(folder / "amd")
         with journal.SystemChanges(root=root) as changes:
             changes.set(RqAffinity("nvme0n1", root), "2")
-            recovered = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c",
-                                        f"from perflab import journal, sysfs; print(journal.recover(sysfs.SysRoot({str(root.root)!r})))"],
-                                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+            recovered = subprocess.run(
+                [
+                    "runuser",
+                    "-u",
+                    "nobody",
+                    "--",
+                    sys.executable,
+                    "-c",
+                    f"from perflab import journal, sysfs; print(journal.recover(sysfs.SysRoot({str(root.root)!r})))",
+                ],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+            )
             assert recovered.returncode == 0 and recovered.stdout.strip() == "[]", recovered.stderr
     finally:
         shutil.rmtree(folder)

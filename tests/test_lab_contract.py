@@ -23,10 +23,10 @@ import pytest
 
 from conftest import REPO
 from perflab import results
-from perflab.cli import labtools
-from perflab.manifest.exercises import load_manifest
-from perflab.labs import Bound, Lab, LabInfo, labs
 from perflab.bounds import bound_problems
+from perflab.cli import labtools
+from perflab.labs import Bound, Lab, LabInfo, labs
+from perflab.manifest.exercises import load_manifest
 from perflab.paths import lab_package
 from perflab.verdict import Verdict
 
@@ -42,7 +42,9 @@ def file_problems(lab: LabInfo, repo: Path = REPO) -> list[str]:
     """The files every lab has, and none too long to read."""
     package = repo / "perflab" / "labs" / lab_package(lab.name)
     problems = [f"{package / name} is missing" for name in PACKAGE_FILES if not (package / name).is_file()]
-    problems += [f"{repo / lab.folder / name} is missing" for name in FOLDER_FILES if not (repo / lab.folder / name).is_file()]
+    problems += [
+        f"{repo / lab.folder / name} is missing" for name in FOLDER_FILES if not (repo / lab.folder / name).is_file()
+    ]
     if not (repo / "book" / "src" / lab.chapter).is_file():
         problems.append(f"the chapter book/src/{lab.chapter} is missing")
     for path in sorted(package.glob("*.py")):
@@ -86,8 +88,11 @@ def contract_problems(lab: LabInfo) -> list[str]:
     if not callable(getattr(importlib.import_module(f"{lab.package}.figures"), "figures", None)):
         problems.append(f"{lab.package}.figures has no figures(verdict)")
     checks = importlib.import_module(f"{lab.package}.exercises")
-    problems += [f"{lab.package}.exercises has no check {e.checks!r} for {e.name}"
-                 for e in load_manifest().exercises if e.name in lab.exercises and not callable(getattr(checks, e.checks, None))]
+    problems += [
+        f"{lab.package}.exercises has no check {e.checks!r} for {e.name}"
+        for e in load_manifest().exercises
+        if e.name in lab.exercises and not callable(getattr(checks, e.checks, None))
+    ]
     return problems
 
 
@@ -200,7 +205,9 @@ def test_every_lab_round_trips_through_run_the_report_and_its_notebook(lab, ever
     assert Verdict.from_json(data).to_json() == data, "the --json verdict reads back as the same verdict"
     if data["results"]:
         saved = results.load(data["results"])
-        assert saved["lab"] == lab.name and saved["verdict"]["verdict"] == data["verdict"], "the file carries its verdict"
+        assert saved["lab"] == lab.name and saved["verdict"]["verdict"] == data["verdict"], (
+            "the file carries its verdict"
+        )
         bounds = lab.load().BOUNDS
         assert bound_problems(bounds, saved) == [] and list(bounds[0].values(saved)), "a real run is within its bounds"
     page = Path(summary["report"]).read_text()
@@ -234,7 +241,8 @@ def _copy_of_the_lists(tmp_path: Path) -> Path:
      "| 6 | `loop-alignment` | The same loop, shifted a few bytes, runs slower | ready |", "README.md's table"),
     ("README.md", "| 5 | `numa-static-data` | One written global caps a NUMA machine's throughput | ready |\n", "",
      "README.md's table"),
-    ("book/src/SUMMARY.md", "- [Lab 5: One written global caps a NUMA machine's throughput](labs/05-numa-static-data.md)",
+    ("book/src/SUMMARY.md", "- [Lab 5: One written global caps a NUMA machine's "
+                            "throughput](labs/05-numa-static-data.md)",
      "- [Lab 5: One written global caps a NUMA machine's throughput]()", "the book's SUMMARY"),
     ("book/src/SUMMARY.md", "- [Lab 3: Interrupts", "- [Interrupts", "the book's SUMMARY"),
     ("book/src/introduction.md", "| 2 | [inclusive-llc]", "| 2 | [inclusive-LLC]", "the introduction's table"),

@@ -75,12 +75,16 @@ def test_boundary_facts_of_known_layouts():
     assert facts["crosses 64-byte line"] and facts["jump crosses 64-byte line"]
     assert facts["jump crosses or ends on 32-byte boundary"]
     # The same 19 bytes at 0x1400: inside one 32-byte window, but across a 16-byte block.
-    moved = layout.Loop(tuple(layout.Instruction(i.address - 0x13EE + 0x1400, i.raw, i.text) for i in loop.instructions))
+    moved = layout.Loop(
+        tuple(layout.Instruction(i.address - 0x13EE + 0x1400, i.raw, i.text) for i in loop.instructions)
+    )
     facts = layout.boundary_facts(moved)
     assert not facts["crosses 64-byte line"] and not facts["crosses 32-byte window"]
     assert not facts["jump crosses or ends on 32-byte boundary"] and facts["crosses 16-byte block"]
     # A jump whose last byte is the last byte of a 32-byte window "ends on" it (JCC erratum).
-    ending = layout.Loop((layout.Instruction(0x100D, bytes(17), "add"), layout.Instruction(0x101E, b"\x75\xe0", "jne 100d <f>")))
+    ending = layout.Loop((layout.Instruction(0x100D, bytes(17), "add"), layout.Instruction(0x101E, b"\x75\xe0", "jne "
+                                                                                                                "100d "
+                                                                                                                "<f>")))
     assert layout.boundary_facts(ending)["jump crosses or ends on 32-byte boundary"]
 
 
@@ -147,7 +151,9 @@ def test_every_copy_is_the_same_bytes_at_its_own_offset():
 def test_a_short_real_sweep_measures_every_offset_and_what_it_calls_slow_is_slow():
     """On real samples, without asserting that this host shows the effect (an AMD host may not): every offset is
     timed, and every offset called slow has its median at least MIN_EFFECT above the reference's."""
-    settings = lab.Settings(iterations=200_000, rounds=12, confirm_rounds=12, confirm_budget_s=10, seed_iterations=1, seed_runs=1)
+    settings = lab.Settings(
+        iterations=200_000, rounds=12, confirm_rounds=12, confirm_budget_s=10, seed_iterations=1, seed_runs=1
+    )
     found = lab.sweep("alu", LAB.choose_cpus(LAB.probe(), None), settings, progress=False)
     classification = found["classification"]
     medians = {int(offset): median for offset, median in classification["medians"].items()}  # JSON-ready keys
@@ -165,7 +171,9 @@ def test_seed_builds_skip_a_missing_compiler_with_a_reason():
 
 
 def test_seed_side_by_side_measures_every_build():
-    settings = lab.Settings(iterations=1, rounds=1, confirm_rounds=1, confirm_budget_s=1, seed_iterations=2_000_000, seed_runs=3)
+    settings = lab.Settings(
+        iterations=1, rounds=1, confirm_rounds=1, confirm_budget_s=1, seed_iterations=2_000_000, seed_runs=3
+    )
     result = builds.seed_side_by_side(settings=settings, progress=False)
     assert set(result["ns_per_iter"]) == set(result["layouts"]) and builds.SEED_BASELINE in result["ns_per_iter"]
     assert all(len(v) == 3 for v in result["ns_per_iter"].values())
@@ -175,15 +183,22 @@ def test_seed_side_by_side_measures_every_build():
 
 def test_slow_build_straddles_a_line_and_the_known_fix_does_not():
     slow = checks.exercise_slow_build()
-    loop = builds.function_loop(builds.build_variant(checks.EXERCISE_SOURCE, slow, checks.EXERCISE_BUILD_DIR), "checksum")
+    loop = builds.function_loop(
+        builds.build_variant(checks.EXERCISE_SOURCE, slow, checks.EXERCISE_BUILD_DIR), "checksum"
+    )
     assert layout.crosses(loop.branch.address, loop.branch.end, layout.LINE)
     fixed = checks.with_fix(slow, checks.KNOWN_FIX)
-    loop = builds.function_loop(builds.build_variant(checks.EXERCISE_SOURCE, fixed, checks.EXERCISE_BUILD_DIR), "checksum")
+    loop = builds.function_loop(
+        builds.build_variant(checks.EXERCISE_SOURCE, fixed, checks.EXERCISE_BUILD_DIR), "checksum"
+    )
     assert loop.start % layout.LINE == 0
 
 
 def test_exercise_rejects_fixes_that_change_more_than_layout():
-    assert checks.not_layout_flags(["-falign-loops=64", "-O3", "-DPADDING=0", "-funroll-loops"]) == ["-O3", "-funroll-loops"]
+    assert checks.not_layout_flags(["-falign-loops=64", "-O3", "-DPADDING=0", "-funroll-loops"]) == [
+        "-O3",
+        "-funroll-loops",
+    ]
     with pytest.raises(PerflabError, match="not a layout flag"):
         checks.try_fix(["-O3"])
     start = builds.function_loop(builds.build_variant(checks.EXERCISE_SOURCE, checks.exercise_slow_build(),
@@ -194,7 +209,9 @@ def test_exercise_rejects_fixes_that_change_more_than_layout():
 
 
 def test_a_fix_that_moves_nothing_fails_the_boundary_check():
-    results = checks.slow_build_fix({"FIX_FLAGS": ["-falign-functions=16"], "CROSSED_BOUNDARY": 64, "LOOP_START_IN_LINE": -1})
+    results = checks.slow_build_fix(
+        {"FIX_FLAGS": ["-falign-functions=16"], "CROSSED_BOUNDARY": 64, "LOOP_START_IN_LINE": -1}
+    )
     by_name = {c.name: c for c in results}
     assert by_name["the boundary you named: crossed in the slow build, not in your fix"].status == FAILED
     assert "still crosses" in by_name["the boundary you named: crossed in the slow build, not in your fix"].got
@@ -206,7 +223,10 @@ def test_cli_layout_prints_and_fails_in_one_line():
     assert done.returncode == 0, done.stderr
     described = json.loads(done.stdout)
     assert described["start_in_line"] == 46 and described["jump crosses 64-byte line"]
-    for args in (["layout", "no/such/binary", "main"], ["layout", str(REPO / "build/06-loop-alignment/offset_sweep"), "nosuch"]):
+    for args in (
+        ["layout", "no/such/binary", "main"],
+        ["layout", str(REPO / "build/06-loop-alignment/offset_sweep"), "nosuch"],
+    ):
         done = run_cli(*args)
         assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 

@@ -79,8 +79,12 @@ HOLD_LOCK = "from perflab.lock import measurement_lock\nimport time\nwith measur
 
 
 def _hold_lock(seconds):
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK.format(seconds=seconds)], stdout=subprocess.PIPE, text=True,
-                              env=os.environ.copy())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK.format(seconds=seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 

@@ -17,11 +17,11 @@ from perflab.grading.kernel import FunctionAnswer
 from perflab.labs import CannotShow
 from perflab.labs.memory_neighbour import LAB, monitors, programs
 from perflab.labs.memory_neighbour import exercises as checks
-from perflab.labs.memory_neighbour.suspects import three_processes
 from perflab.labs.memory_neighbour.figures import figures
 from perflab.labs.memory_neighbour.measure import ARMS, SOURCE_DIR, arm
 from perflab.labs.memory_neighbour.report import rss_note
 from perflab.labs.memory_neighbour.run import judge_stream, predict, working_sets
+from perflab.labs.memory_neighbour.suspects import three_processes
 from perflab.probe import Fact, Machine
 from perflab.sequential import Race
 from perflab.sysfs import SysRoot
@@ -133,7 +133,9 @@ def test_judge_on_known_inputs():
     noisy = synthetic_result(1.0)
     noisy["race"]["values"][arm("far", "write")] = [b * f for b, f in zip(BASE, [0.8, 1.3] * 6)]
     assert LAB.judge(Machine(), noisy).verdict == "inconclusive"
-    assert judge_stream(Race.from_json(synthetic_result(1.2)["race"]).kept_values())[2].value == pytest.approx(0.2, abs=0.01)
+    assert judge_stream(Race.from_json(synthetic_result(1.2)["race"]).kept_values())[2].value == pytest.approx(
+        0.2, abs=0.01
+    )
 
 
 def test_the_notes_put_rss_beside_bandwidth_and_the_near_victim_as_the_control():
@@ -177,10 +179,14 @@ def test_made_up_processes_never_make_the_largest_rss_the_flood():
 def test_naming_the_largest_rss_fails_and_says_so():
     rows = [{"name": "big", "rss_bytes": 8 * GIB, "readings": [[0, 0], [1, 1e8]]},
             {"name": "flood", "rss_bytes": GIB, "readings": [[0, 0], [1, 1e10]]}]
-    answers = Answers({"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["big"])}, {"flood_suspect": [[rows]]})
+    answers = Answers(
+        {"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["big"])}, {"flood_suspect": [[rows]]}
+    )
     check = checks.names_check(answers, "flood_suspect")
     assert check.status == FAILED and "the largest RSS is 'big'" in check.expected
-    answers = Answers({"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["flood"])}, {"flood_suspect": [[rows]]})
+    answers = Answers(
+        {"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["flood"])}, {"flood_suspect": [[rows]]}
+    )
     assert checks.names_check(answers, "flood_suspect").status == PASSED
 
 
@@ -285,9 +291,15 @@ def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, 
         fresh["race"]["values"][arm("far", "nt-write")] = list(BASE)
     monkeypatch.setattr(checks, "fresh_race", lambda: fresh)
     inputs = checks.model_inputs()
-    answers = Answers({"predict_write_slowdown": FunctionAnswer(
-        "__main__", "predict_write_slowdown", [checks.predicted_write_slowdown(*i) for i in inputs])}, {"predict_write_slowdown": inputs},
-        ["def predict_write_slowdown(*args):\n    return 0.0"])
+    answers = Answers(
+        {
+            "predict_write_slowdown": FunctionAnswer(
+                "__main__", "predict_write_slowdown", [checks.predicted_write_slowdown(*i) for i in inputs]
+            )
+        },
+        {"predict_write_slowdown": inputs},
+        ["def predict_write_slowdown(*args):\n    return 0.0"],
+    )
     found = checks.predict_slowdown(answers)
     assert [c.status for c in found] == [PASSED, status], found[-1].render()
 
@@ -295,6 +307,8 @@ def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, 
 def test_the_prediction_says_what_a_vm_and_the_monitors_change():
     nothing = {"text": "nothing here watches the memory controller"}
     bare = predict(machine_of(8), nothing)["text"]
-    guest = predict(Machine({**machine_of(2).facts, "virtualization": Fact({"hypervisor": True}, "t")}), nothing)["text"]
+    guest = predict(Machine({**machine_of(2).facts, "virtualization": Fact({"hypervisor": True}, "t")}), nothing)[
+        "text"
+    ]
     assert "8 CPU(s). Nothing here watches" in bare and "less than 10%" not in bare
     assert "one streaming vCPU may cost the victim less than 10%" in guest

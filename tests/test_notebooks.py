@@ -7,9 +7,9 @@ import subprocess
 
 import nbformat
 import pytest
+from answer_leaks import exercise_answers, notebook_text, shown_in
 from nbclient import NotebookClient
 
-from answer_leaks import exercise_answers, notebook_text, shown_in
 from conftest import REPO, without_guest_image
 from perflab import workspace
 
@@ -26,7 +26,9 @@ def test_lab_notebook_runs_in_quick_mode(path, monkeypatch, tmp_path):
     workspace.prepare()
     mine = workspace.lab_notebook(str(path.parent.relative_to(REPO)))
     notebook = nbformat.read(mine, as_version=4)
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(mine.parent)}}).execute()
+    NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(mine.parent)}}
+    ).execute()
     nbformat.write(notebook, mine)  # saved with its outputs, as JupyterLab would
     assert _git_status() == git_before, "running the learner's copy changed files git tracks"
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
@@ -44,7 +46,9 @@ def test_lab_notebooks_are_short_and_import_the_package():
         code = [c.source for c in notebook.cells if c.cell_type == "code"]
         assert "from perflab" in code[0]
         assert sum(len(c.splitlines()) for c in code) <= 40, f"{path}: logic belongs in the package"
-        assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), f"{path}: commit without outputs"
+        assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), (
+            f"{path}: commit without outputs"
+        )
 
 
 def _git_status() -> str:

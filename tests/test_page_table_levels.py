@@ -11,28 +11,44 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
-from perflab.labs import CannotShow
-from perflab.labs.page_table_levels import LAB, recorded
 from perflab.grading import FAILED, INCONCLUSIVE, PASSED, Answers
 from perflab.grading.kernel import FunctionAnswer
-from perflab.labs.page_table_levels import exercises
+from perflab.labs import CannotShow
+from perflab.labs.page_table_levels import LAB, exercises, recorded
 from perflab.labs.page_table_levels.exercises import extra_per_fault, power, synthetic_boots
-from perflab.labs.page_table_levels.faults import (SOURCE_DIR, Settings, boot_cost, decide, fault_around, mode_bucket,
-                                                    parse_log2_histogram, per_fault, per_page)
+from perflab.labs.page_table_levels.faults import (
+    SOURCE_DIR,
+    Settings,
+    boot_cost,
+    decide,
+    fault_around,
+    mode_bucket,
+    parse_log2_histogram,
+    per_fault,
+    per_page,
+)
 from perflab.labs.page_table_levels.figures import histogram_figure
 from perflab.labs.page_table_levels.native import judge_native
-from perflab.labs.page_table_levels.run import (HIGH_MARK, PROFILES, TRACE_MARK, boot_and_measure, guest_script,
-                                                hinted_high_note, histogram_note, parse_guest_output, parse_histogram,
-                                                split_guest_output)
+from perflab.labs.page_table_levels.run import (
+    HIGH_MARK,
+    PROFILES,
+    TRACE_MARK,
+    boot_and_measure,
+    guest_script,
+    hinted_high_note,
+    histogram_note,
+    parse_guest_output,
+    parse_histogram,
+    split_guest_output,
+)
 from perflab.runner import run_once
-from perflab.vm import profiles
 from perflab.verdict import VERDICTS
+from perflab.vm import profiles
 from perflab.vm.accelerator import choose_accel
 from perflab.vm.machine import vm
-
-from conftest import run_cli
 
 FUNCLATENCY = Path(__file__).parent / "fixtures" / "funclatency" / "handle_mm_fault-la57-icount.txt"
 TINY = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=3, pages=256)
@@ -196,8 +212,11 @@ def test_extra_per_fault_recovers_what_synthetic_boots_were_made_with():
 def _answers(sign, correct: bool) -> Answers:
     inputs = exercises.fresh_boot_lists()
     results = [extra_per_fault(*args) + (0 if correct else 1) for args in inputs]
-    return Answers({"DEARER_WITH": sign, "my_extra_per_fault": FunctionAnswer("__main__", "my_extra_per_fault", results)},
-                   {"my_extra_per_fault": inputs}, ["def my_extra_per_fault(boots):\n    return 0.0"])
+    return Answers(
+        {"DEARER_WITH": sign, "my_extra_per_fault": FunctionAnswer("__main__", "my_extra_per_fault", results)},
+        {"my_extra_per_fault": inputs},
+        ["def my_extra_per_fault(boots):\n    return 0.0"],
+    )
 
 
 def test_cost_per_fault_boots_a_pair_only_when_the_answers_pass(monkeypatch):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import FIXTURE_MACHINES
 from perflab import stats
 from perflab.plots import distributions, topology
 from perflab.probe import probe
 from perflab.sysfs import SysRoot
-
-from conftest import FIXTURE_MACHINES
 
 
 @pytest.mark.parametrize("machine, cores, llcs, packages", [("intel-2s-smt", 32, 2, 2), ("amd-chiplet", 16, 2, 1), ("kvm-2vcpu", 2, 1, 1)])

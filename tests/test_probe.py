@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from perflab import system
 from perflab.errors import PerflabError
 from perflab.probe import FACT_NAMES, Fact, Machine, probe
-from perflab import system
 from perflab.sysfs import SysRoot
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
@@ -94,7 +94,9 @@ def test_llc_groups_of_the_5950x_are_its_two_ccds():
     assert len(groups) == 2 and all(len(g) == 16 for g in groups)
     assert m.cpu(3)["smt_siblings"] == [3, 19]
     l3 = [c for c in m.caches_of(19) if c["level"] == 3]
-    assert l3 == [{"level": 3, "type": "Unified", "size_kib": 32768, "cpus": R(0, 8) + R(16, 24), "ways": 16, "line_size": 64}]
+    assert l3 == [
+        {"level": 3, "type": "Unified", "size_kib": 32768, "cpus": R(0, 8) + R(16, 24), "ways": 16, "line_size": 64}
+    ]
     assert 8 not in l3[0]["cpus"]  # CPU 8 is on the other CCD
 
 

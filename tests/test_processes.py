@@ -85,7 +85,8 @@ def test_a_program_and_what_it_forked_die_with_a_kill_9_of_the_perflab_process()
 
 
 def test_a_process_that_left_the_programs_group_is_found_by_its_token():
-    """A daemon that made a session of its own (setsid) is in no group perflab knows; its environment says whose it is."""
+    """A daemon that made a session of its own (setsid) is in no group perflab knows; its environment says whose it
+    is."""
     starter, shell = _starter("setsid sleep 300 & sleep 300 & wait")
     tree = {pid: processes.start_time(pid) for pid in [shell, *_children(shell)]}
     assert len({guardian.stat(pid).pgrp for pid in tree}) == 2, "one sleep left the shell's group"

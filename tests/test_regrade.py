@@ -68,8 +68,12 @@ def test_an_unchanged_notebook_keeps_its_regrade_and_an_edited_or_undecided_one_
     said = []
     regrade.regrade(["alice"], every=True, say=said.append)
     assert classroom == [], "an unchanged notebook was graded again"
-    assert "alice llc-predict: passed (unchanged since 2026-01-01T00:00:00Z)" in [line.split("] ")[1] for line in said[1:]]
-    with (tmp_path / "alice" / "work" / "exercises" / load_manifest().find("llc-predict").notebook).open("a") as notebook:
+    assert "alice llc-predict: passed (unchanged since 2026-01-01T00:00:00Z)" in [
+        line.split("] ")[1] for line in said[1:]
+    ]
+    with (tmp_path / "alice" / "work" / "exercises" / load_manifest().find("llc-predict").notebook).open(
+        "a"
+    ) as notebook:
         notebook.write("\n")
     saved = regrade.load_regrades()
     saved["alice"]["nsd-fix"]["status"] = "inconclusive"  # as a race the noise left undecided

@@ -28,7 +28,10 @@ def verdict(values, alpha):
     return judge_change("B vs A", values["A"], values["B"], MIN_EFFECT, alpha=alpha)[0]
 
 
-def run(one_round, plan=Plan(5, 60, 60)):
+PLAN = Plan(5, 60, 60)
+
+
+def run(one_round, plan=PLAN):
     return race(["A", "B"], one_round, lambda values, alpha: verdict(values, alpha) in DECIDED, plan, "A", "test",
                 progress=False)
 
@@ -77,8 +80,9 @@ def test_a_plan_refuses_impossible_rounds(rounds):
 
 def test_a_race_decided_early_leaves_its_bar_finished(monkeypatch):
     """tqdm's notebook bar closed short of its total turns red (its 'error' style) and keeps a stale ETA."""
-    import perflab.sequential
     from tqdm.std import tqdm
+
+    import perflab.sequential
 
     closed = []
 

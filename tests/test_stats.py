@@ -341,5 +341,8 @@ def test_a_measured_value_is_shown_with_its_spread():
     assert median_with_spread(runs, "ns", counted="runs") == "55.5 ns (median of 5 runs; range 49.1 to 92.0)"
     samples = list(range(60, 100))
     low, high = stats.bootstrap_ci(samples, stats.median)
-    assert median_with_spread(samples, "ns", 0) == f"80 ns (median of 40 samples; 95% CI {low:.0f} to {high:.0f}, range 60 to 99)"
+    assert (
+        median_with_spread(samples, "ns", 0)
+        == f"80 ns (median of 40 samples; 95% CI {low:.0f} to {high:.0f}, range 60 to 99)"
+    )
     assert median_with_spread([82.0], "ns") == "82.0 ns (one value: no spread to show)"

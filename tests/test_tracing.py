@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import REPO
 from perflab.sysfs import SysRoot
 from perflab.tracing import Tracepoint, chosen_events, parse_per_cpu, perf_stat_argv
-
-from conftest import REPO
 
 CAPTURE = REPO / "tests" / "fixtures" / "perf" / "stat-tracepoints-2cpus.csv"
 # The capture's events, in its order: tlb:tlb_flush twice, with and without a filter.

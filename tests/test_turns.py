@@ -25,7 +25,8 @@ from perflab.manifest.labs import find
 from perflab.workshop import turns
 
 LIMIT_S = 2
-as_root = pytest.mark.skipif(os.geteuid() != 0, reason="asking as a learner (the user nobody) needs root to switch users")
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="asking as a learner (the user nobody) needs root to switch "
+                                                       "users")
 
 MEASURE = """
 import sys, time
@@ -106,9 +107,22 @@ def test_a_learner_holding_a_turn_and_the_lock_file_stalls_no_one_past_the_limit
 
     (queue / "measure.lock").touch(mode=0o666)
     os.chmod(queue / "measure.lock", 0o666)
-    hostile = subprocess.Popen(["runuser", "-u", "nobody", "--", "env", f"PERFLAB_TURNS={os.environ['PERFLAB_TURNS']}",
-                                f"PERFLAB_LOCK={queue / 'measure.lock'}", sys.executable, "-c", HOLD_A_TURN_AND_THE_LOCK],
-                               stdout=subprocess.PIPE, text=True)
+    hostile = subprocess.Popen(
+        [
+            "runuser",
+            "-u",
+            "nobody",
+            "--",
+            "env",
+            f"PERFLAB_TURNS={os.environ['PERFLAB_TURNS']}",
+            f"PERFLAB_LOCK={queue / 'measure.lock'}",
+            sys.executable,
+            "-c",
+            HOLD_A_TURN_AND_THE_LOCK,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert json.loads(hostile.stdout.readline()) == {"turn": LIMIT_S}
         granted = time.monotonic()

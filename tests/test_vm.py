@@ -15,12 +15,11 @@ import time
 
 import pytest
 
+from conftest import REPO, run_cli
 from perflab import processes
 from perflab.errors import PerflabError
 from perflab.labs import labs
 from perflab.vm import accelerator, agent, boot, image, labrun, machine, profiles, protocol, qemu
-
-from conftest import REPO, run_cli
 
 
 def test_every_profile_loads_and_the_labs_name_real_profiles():
@@ -86,7 +85,8 @@ def test_la57_is_on_only_where_the_profile_asks():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("sockets = 0\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'", "sockets = 0 is not allowed.*from 1 to 256"),
+    ("sockets = 0\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'", "sockets = 0 is not allowed.*from 1 to "
+                                                                                 "256"),
     ("sockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\nkernel = 'lts'", "kernel must be"),
     ("sockets = 3\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\nnuma_nodes = 2", "split evenly"),
     ("sockets = 1\ncores = 1\nthreads = 1\nmemory_mib = 512\ndescription = 'x'\ncolour = 'red'", "unknown key .colour."),
@@ -108,14 +108,18 @@ def test_unknown_profile_lists_the_known_ones():
 def test_choose_accel_covers_every_reason():
     default, la57 = profiles.load("default"), profiles.load("la57")
     assert accelerator.choose_accel(default, None, False, None) [::2] == ("kvm", True)
-    assert accelerator.choose_accel(default, "/dev/kvm does not exist", False, None) == ("tcg", "/dev/kvm does not exist", False)
+    assert accelerator.choose_accel(default, "/dev/kvm does not exist", False, None) == ("tcg", "/dev/kvm does not "
+                                                                                                "exist", False)
     accel, why, trial = accelerator.choose_accel(la57, None, False, None)
     assert (accel, trial) == ("tcg", False) and "la57" in why
     assert accelerator.choose_accel(la57, None, True, None)[0] == "kvm"
     failed = {"ok": False, "when": "2026-11-21 10:00", "reason": "the guest printed nothing"}
     accel, why, trial = accelerator.choose_accel(default, None, False, failed)
     assert (accel, trial) == ("tcg", False) and "printed nothing" in why and "kvm-trials.json" in why
-    assert accelerator.choose_accel(default, None, False, {"ok": True, "when": "x", "reason": ""})[::2] == ("kvm", False)
+    assert accelerator.choose_accel(default, None, False, {"ok": True, "when": "x", "reason": ""})[::2] == (
+        "kvm",
+        False,
+    )
     assert accelerator.choose_accel(la57, None, True, None, forced="tcg") == ("tcg", "PERFLAB_VM_ACCEL=tcg", False)
 
 
@@ -186,7 +190,19 @@ def test_agent_reports_a_command_it_cannot_start_and_unknown_requests():
 
 def test_lab_argv_asks_for_json_with_progress():
     assert labrun.lab_argv(["loop-alignment", "--quick", "--runs", "3", "-C", "0,1"]) == [
-        "python3", "-m", "perflab", "run", "loop-alignment", "--quick", "--runs", "3", "-C", "0,1", "--json", "--progress"]
+        "python3",
+        "-m",
+        "perflab",
+        "run",
+        "loop-alignment",
+        "--quick",
+        "--runs",
+        "3",
+        "-C",
+        "0,1",
+        "--json",
+        "--progress",
+    ]
 
 
 def test_run_in_a_vm_forwards_every_flag_but_vm():
@@ -200,8 +216,15 @@ def test_run_in_a_vm_forwards_every_flag_but_vm():
     assert forwarded == given[:-2]
     assert without_vm(["loop-alignment", "--vm=numa2", "--quick"]) == ["loop-alignment", "--quick"]
     help_text = build_parser().parse_known_args(["run", "x"])[0]
-    assert {name for name in vars(help_text) if name not in ("lab", "vm", "func", "command")} == \
-        {"quick", "json", "cpus", "runs", "no_wait", "progress", "option"}, "a new `run` option: add it to `given` above"
+    assert {name for name in vars(help_text) if name not in ("lab", "vm", "func", "command")} == {
+        "quick",
+        "json",
+        "cpus",
+        "runs",
+        "no_wait",
+        "progress",
+        "option",
+    }, "a new `run` option: add it to `given` above"
 
 
 def test_results_come_back_with_the_vm_and_the_guest_probe(tmp_path):
@@ -359,7 +382,9 @@ def test_a_qemu_crash_under_tcg_boots_once_more_and_says_so(monkeypatch, tmp_pat
 
     monkeypatch.setattr(boot, "_boot", fake_boot)
     assert boot.up("wide", progress=False)["accel"] == "tcg" and crashed == ["tcg"]
-    assert "QEMU exited with -11 while booting wide (a crash in QEMU's TCG); booting once more" in capsys.readouterr().err
+    assert (
+        "QEMU exited with -11 while booting wide (a crash in QEMU's TCG); booting once more" in capsys.readouterr().err
+    )
     crashes_left[0] = 2
     with pytest.raises(boot.QemuCrashed, match="-11"):
         boot.up("wide", progress=False)

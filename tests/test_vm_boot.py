@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO, run_cli
 from perflab.labs.first_core_ipi import noise
 from perflab.vm import image, machine
-
-from conftest import REPO, run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

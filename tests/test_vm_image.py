@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from perflab.vm import image
-
 from conftest import REPO
+from perflab.vm import image
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="building the guest image needs root"),
               pytest.mark.skipif(shutil.which("unshare") is None, reason="the build needs unshare (util-linux)")]
@@ -68,9 +67,14 @@ def cache(tmp_path):
 
 def start_build(cache: Path, output: Path, env: dict | None = None, *flags: str) -> subprocess.Popen:
     with output.open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "perflab", "vm", "build", *flags], cwd=REPO, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PERFLAB_VM_CACHE": str(cache), **(env or {})})
+        return subprocess.Popen(
+            [sys.executable, "-m", "perflab", "vm", "build", *flags],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PERFLAB_VM_CACHE": str(cache), **(env or {})},
+        )
 
 
 def stat_fields(pid: int) -> list[str]:

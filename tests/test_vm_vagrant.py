@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from perflab.vm import accelerator, image
-
 from conftest import REPO, run_cli
+from perflab.vm import accelerator, image
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 BOX = "perflab-test"
@@ -103,7 +102,9 @@ def test_vagrant_up_provisions_the_numa2_guest(libvirt, tmp_path):
     finally:
         vagrant("destroy", "-f", env=env)
         vagrant("box", "remove", "--force", BOX, env=env)
-        volumes = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", "default"], capture_output=True, text=True)
+        volumes = subprocess.run(
+            ["virsh", "-c", "qemu:///system", "vol-list", "default"], capture_output=True, text=True
+        )
         for line in volumes.stdout.splitlines():
             if line.split() and line.split()[0].startswith(BOX):
                 subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", "--pool", "default", line.split()[0]])

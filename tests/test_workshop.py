@@ -204,7 +204,9 @@ def test_the_estimate_adds_what_each_run_ahead_took_last_time(shared_lock):
     holder = lock.Ticket(1, 0, "alice", "perflab run demo --quick", time.time())
     mine = lock.Ticket.mine("perflab run demo --quick")
     assert lock.place_in_line(mine, holder, holder.since).startswith("1st in line, about ")
-    assert "no estimate yet" in lock.place_in_line(mine, lock.Ticket(1, 0, "bob", "never ran", time.time()), time.time())
+    assert "no estimate yet" in lock.place_in_line(
+        mine, lock.Ticket(1, 0, "bob", "never ran", time.time()), time.time()
+    )
 
 
 def test_the_first_waiter_of_the_day_sees_the_manifests_estimate_until_a_run_is_measured_here(shared_lock):
@@ -212,7 +214,8 @@ def test_the_first_waiter_of_the_day_sees_the_manifests_estimate_until_a_run_is_
 
     quick, expected = "perflab run numa-static-data --quick", find("numa-static-data").expected_s.quick
     holder = lock.Ticket(1, 0, "alice", quick, time.time())
-    assert lock.place_in_line(lock.Ticket.mine(quick), holder, holder.since).startswith(f"1st in line, about {expected:.0f} s")
+    assert lock.place_in_line(lock.Ticket.mine(quick), holder, holder.since).startswith("1st in line, about "
+                                                                                        f"{expected:.0f} s")
     with lock.measurement_lock(quick):
         time.sleep(0.3)
     assert lock.expected_seconds(quick) < expected, "the manifest's estimate, once a run has been measured here"
@@ -233,7 +236,9 @@ def test_the_dashboard_recomputes_verdicts_and_refuses_an_edited_result(tmp_path
     assert state.exercises == {"c2c-harmonic-mean": "passed"}
     table = dashboard.class_csv([state, dashboard.LearnerState("bob")])
     assert table.splitlines()[0] == "learner,kind,name,status,effect,created,note"
-    assert f"alice,lab,numa-static-data,{ran['verdict']}" in table and "alice,exercise,c2c-harmonic-mean,passed" in table
+    assert (
+        f"alice,lab,numa-static-data,{ran['verdict']}" in table and "alice,exercise,c2c-harmonic-mean,passed" in table
+    )
 
     result_path = Path(ran["results"])
     edited = json.loads(result_path.read_text())
@@ -272,8 +277,12 @@ def test_regrade_bad_input_is_one_line(tmp_path):
 
 
 def test_workshop_commands_without_root_say_so_in_one_line(tmp_path):
-    done = subprocess.run(["runuser", "-u", "nobody", "--", str(REPO / ".venv/bin/perflab"), "workshop", "up", "alice"],
-                          capture_output=True, text=True, env={**os.environ, "PERFLAB_WORKSHOP_DIR": str(tmp_path / "s")})
+    done = subprocess.run(
+        ["runuser", "-u", "nobody", "--", str(REPO / ".venv/bin/perflab"), "workshop", "up", "alice"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PERFLAB_WORKSHOP_DIR": str(tmp_path / "s")},
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "run it as root" in done.stderr and not (tmp_path / "s").exists()
 
@@ -458,7 +467,9 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             page = _log_in(browser, url, "instructor", passwords["instructor"], "**/services/dashboard/**")
             rows = page.locator("tr").all_inner_texts()
             assert all(any(name in row for row in rows) for name in learners), rows
-            assert any(learners[0] in row and "2 of" in row and "1 not (llc-predict failed)" in row for row in rows), rows
+            assert any(learners[0] in row and "2 of" in row and "1 not (llc-predict failed)" in row for row in rows), (
+                rows
+            )
             table = page.request.get(f"{url}/services/dashboard/class.csv").text()
             assert f"{learners[0]},exercise,c2c-harmonic-mean,passed" in table
             assert f"{learners[1]},lab,numa-static-data," in table

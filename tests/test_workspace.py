@@ -84,6 +84,10 @@ def test_the_notebook_links_back_to_its_chapter_and_the_chapter_to_the_notebook(
             continue
         first = nbformat.read(REPO / lab.folder / "lab.ipynb", as_version=4).cells[0].source
         chapter_html = lab.chapter.removesuffix(".md") + ".html"
-        assert f"](/hub/user-redirect/perflab/book/{chapter_html})" in first, f"{lab.folder}/lab.ipynb does not link its chapter"
+        assert f"](/hub/user-redirect/perflab/book/{chapter_html})" in first, (
+            f"{lab.folder}/lab.ipynb does not link its chapter"
+        )
         chapter = (REPO / "book" / "src" / lab.chapter).read_text()
-        assert f"](/hub/user-redirect/lab/tree/work/{lab.folder}/lab.ipynb)" in chapter, f"{lab.chapter} does not link its notebook"
+        assert f"](/hub/user-redirect/lab/tree/work/{lab.folder}/lab.ipynb)" in chapter, (
+            f"{lab.chapter} does not link its notebook"
+        )

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import FAILED, grade
 from ..manifest.exercises import EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+from . import FAILED, grade
 
 GRADINGS_AT_ONCE = 2
 BEGIN = re.compile(r"^(\s*)(?:###|<!--)?\s*BEGIN SOLUTION.*$")

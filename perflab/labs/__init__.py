@@ -85,14 +85,14 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from .. import interference
+from ..bounds import Bound
+from ..cpulist import check_cpus
 from ..errors import PerflabError
 from ..lock import measurement_lock
-from ..cpulist import check_cpus
+from ..manifest.labs import LabInfo, available, find, labs
 from ..probe import Machine, online_cpus, probe
 from ..sequential import MAX_RUNS
 from ..verdict import Verdict, unless_emulated
-from ..bounds import Bound
-from ..manifest.labs import LabInfo, available, find, labs
 
 __all__ = ["Bound", "CannotShow", "Lab", "LabInfo", "available", "find", "labs"]
 
@@ -173,12 +173,16 @@ class Lab(ABC):
         from .. import journal, records, results
 
         if cpus and (online := online_cpus()) is not None:
-            check_cpus(cpus, online)  # before the queue: a CPU this machine lacks is refused at once, not after the wait
+            check_cpus(
+                cpus, online
+            )  # before the queue: a CPU this machine lacks is refused at once, not after the wait
         reserved = None if cpus else reserved_cpus()
         cpus = cpus or reserved
         chosen_options = self._options(options)
         settings = self.settings_for(quick, runs)
-        with measurement_lock(f"perflab run {self.name}{' --quick' if quick else ''}", wait=wait):  # one lock, probe to saved result
+        with measurement_lock(
+            f"perflab run {self.name}{' --quick' if quick else ''}", wait=wait
+        ):  # one lock, probe to saved result
             machine = self.probe()
             try:
                 placement = self.choose_cpus(machine, cpus)

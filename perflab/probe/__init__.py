@@ -18,11 +18,23 @@ from __future__ import annotations
 
 from ..sysfs import SysRoot, default_root
 from .cpus import caches, cpu_dirs, isolation, numa, online, online_cpus, topology
+from .display import yes_no
 from .facts import FACT_NAMES, SCHEMA, Fact, Machine
 from .identity import cpu_flags, cpuinfo, decoded_cpuid, identity
-from .kernel import (governor, hw_pmu, join, la57_cpu, llc_inclusive, paging_levels, paging_levels_of,
-                     perf_event_paranoid, privileges, tracing, turbo, virtualization)
-from .display import yes_no
+from .kernel import (
+    governor,
+    hw_pmu,
+    join,
+    la57_cpu,
+    llc_inclusive,
+    paging_levels,
+    paging_levels_of,
+    perf_event_paranoid,
+    privileges,
+    tracing,
+    turbo,
+    virtualization,
+)
 from .live import LIVE_FILE, live_inputs, measure_live
 
 __all__ = ["FACT_NAMES", "LIVE_FILE", "SCHEMA", "Fact", "Machine", "cpuinfo", "measure_live", "online_cpus",
@@ -58,7 +70,8 @@ def probe(root: SysRoot | None = None) -> Machine:
     facts["virtualization"] = virtualization(root, decoded, flags, tag)
     if facts["virtualization"].value.get("hypervisor") and facts["topology"].value:
         facts["topology"].note = join(
-            facts["topology"].note, "vCPU topology as the hypervisor presents it: vCPUs need not map to host cores one to one"
+            facts["topology"].note,
+            "vCPU topology as the hypervisor presents it: vCPUs need not map to host cores one to one",
         )
     if (facts["virtualization"].value.get("vendor") or "").startswith("TCG"):
         _note_emulated_cpu(facts)
@@ -73,9 +86,15 @@ def _note_emulated_cpu(facts: dict[str, Fact]) -> None:
     if facts["caches"].value:
         facts["caches"].note = join(facts["caches"].note, "TCG guest: QEMU's built-in CPUID table; the emulated CPU "
                                      "has no caches, so no cache effect can be measured here")
-    facts["hw_pmu"].note = join(facts["hw_pmu"].note, "TCG guest: QEMU emulates no PMU, so there are no hardware events")
+    facts["hw_pmu"].note = join(
+        facts["hw_pmu"].note, "TCG guest: QEMU emulates no PMU, so there are no hardware events"
+    )
     llc = facts["llc_inclusive"]
     if llc.value is not None:
-        facts["llc_inclusive"] = Fact(None, llc.source, f"TCG guest: QEMU's CPUID table says inclusive={yes_no(llc.value)}, "
-                                      "but the emulated CPU has no caches to be inclusive or not")
+        facts["llc_inclusive"] = Fact(
+            None,
+            llc.source,
+            f"TCG guest: QEMU's CPUID table says inclusive={yes_no(llc.value)}, "
+            "but the emulated CPU has no caches to be inclusive or not",
+        )
 

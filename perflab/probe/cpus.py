@@ -170,4 +170,7 @@ def isolation(root: SysRoot) -> dict[str, Fact]:
     nohz, why_nohz = cpulist(root, f"{CPU_DIR}/nohz_full")
     if nohz is None and not root.exists(f"{CPU_DIR}/nohz_full"):
         why_nohz = "no nohz_full file: the kernel was built without CONFIG_NO_HZ_FULL"
-    return {"isolcpus": Fact(isol, f"{CPU_DIR}/isolated", why), "nohz_full": Fact(nohz, f"{CPU_DIR}/nohz_full", why_nohz)}
+    return {
+        "isolcpus": Fact(isol, f"{CPU_DIR}/isolated", why),
+        "nohz_full": Fact(nohz, f"{CPU_DIR}/nohz_full", why_nohz),
+    }

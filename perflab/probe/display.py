@@ -51,7 +51,8 @@ def _show(name: str, value: Any) -> list[str]:
         return out
     if name == "numa_nodes":
         return [
-            f"node {n['node']}: CPUs {format_cpulist(n['cpus']) or 'none'}; distances {' '.join(map(str, n['distances'] or []))}"
+            f"node {n['node']}: CPUs {format_cpulist(n['cpus']) or 'none'}; distances "
+            f"{' '.join(map(str, n['distances'] or []))}"
             for n in value
         ]
     if name == "governor":

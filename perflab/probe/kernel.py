@@ -127,7 +127,8 @@ def tracing(root: SysRoot) -> tuple[Fact, Fact]:
     if kprobe_files:
         kprobes = Fact(True, kprobe_files[0])
     elif mounts:
-        kprobes = Fact(False, source_k, "tracefs is mounted but has no kprobe_events: kernel without CONFIG_KPROBE_EVENTS")
+        kprobes = Fact(False, source_k, "tracefs is mounted but has no kprobe_events: kernel without "
+                                        "CONFIG_KPROBE_EVENTS")
     else:
         kprobes = Fact(False, source_k, "tracefs is not mounted, so kprobes cannot be used or seen; "
                        "`mount -t tracefs nodev /sys/kernel/tracing` and probe again")

@@ -45,7 +45,12 @@ def open_cycles_event() -> dict:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     fd = libc.syscall(
-        ctypes.c_long(nr), attr, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(-1), ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC)
+        ctypes.c_long(nr),
+        attr,
+        ctypes.c_int(0),
+        ctypes.c_int(-1),
+        ctypes.c_int(-1),
+        ctypes.c_ulong(PERF_FLAG_FD_CLOEXEC),
     )
     if fd >= 0:
         os.close(fd)

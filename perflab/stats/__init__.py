@@ -13,14 +13,50 @@ trustworthy). Import the names from here: `perflab.stats.harmonic_mean`.
 from __future__ import annotations
 
 from .checks import scipy_stats
-from .comparisons import (PowerLaw, cliffs_delta, hedges_g, mann_whitney_u, mean_difference, power_law_fit,
-                          welch_error_and_df, welch_t_test)
-from .descriptive import (coefficient_of_variation, geometric_mean, harmonic_mean, mean, median, percentile, plot_range,
-                          stdev, tukey_outliers)
-from .intervals import (bootstrap_ci, bootstrap_ratio_ci, harmonic_mean_ci, mean_ci, normal_cdf, normal_quantile, t_cdf,
-                        t_quantile)
-from .stability import (DRIFT_MIN_CHANGE, DRIFT_P, MAX_CV, MAX_OUTLIER_FRACTION, MIN_SAMPLES, STEP_ALPHA, STEP_MIN_CHANGE,
-                        STEP_MIN_SEGMENT, instability_warnings, step_change, summarize)
+from .comparisons import (
+                          PowerLaw,
+                          cliffs_delta,
+                          hedges_g,
+                          mann_whitney_u,
+                          mean_difference,
+                          power_law_fit,
+                          welch_error_and_df,
+                          welch_t_test,
+)
+from .descriptive import (
+                          coefficient_of_variation,
+                          geometric_mean,
+                          harmonic_mean,
+                          mean,
+                          median,
+                          percentile,
+                          plot_range,
+                          stdev,
+                          tukey_outliers,
+)
+from .intervals import (
+                          bootstrap_ci,
+                          bootstrap_ratio_ci,
+                          harmonic_mean_ci,
+                          mean_ci,
+                          normal_cdf,
+                          normal_quantile,
+                          t_cdf,
+                          t_quantile,
+)
+from .stability import (
+                          DRIFT_MIN_CHANGE,
+                          DRIFT_P,
+                          MAX_CV,
+                          MAX_OUTLIER_FRACTION,
+                          MIN_SAMPLES,
+                          STEP_ALPHA,
+                          STEP_MIN_CHANGE,
+                          STEP_MIN_SEGMENT,
+                          instability_warnings,
+                          step_change,
+                          summarize,
+)
 
 __all__ = [
     "scipy_stats", "MIN_SAMPLES", "MAX_CV", "MAX_OUTLIER_FRACTION", "DRIFT_P", "DRIFT_MIN_CHANGE", "STEP_ALPHA",

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import PerflabError
 
+
 def scipy_stats():
     """scipy.stats, imported on first use: the import takes about 2 s, which every notebook kernel, grading and
     `perflab run` that imports the labs would otherwise pay before computing anything."""

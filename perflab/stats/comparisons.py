@@ -14,7 +14,6 @@ from .descriptive import mean, stdev
 from .intervals import t_quantile
 
 
-
 def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
     """Welch's unequal-variance t-test: (t, df, two-sided p), t > 0 when mean(a) > mean(b)."""
     xa = samples(a, 2, "a t-test")
@@ -32,7 +31,9 @@ def welch_error_and_df(a: list[float], b: list[float]) -> tuple[float, float]:
     return math.sqrt(va + vb), (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
 
 
-def mean_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float, float]:
+def mean_difference(
+    a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float, float]:
     """mean(b) - mean(a) with Welch's CI and two-sided p: (difference, low, high, p).
 
     For counts per operation, where a ratio is useless because the control is near 0. Two constant

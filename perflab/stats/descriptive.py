@@ -11,7 +11,6 @@ from ..errors import PerflabError
 from .checks import positive, samples
 
 
-
 def mean(xs: Sequence[float]) -> float:
     """Arithmetic mean, summed with math.fsum so long runs do not lose precision."""
     values = samples(xs, 1, "a mean")

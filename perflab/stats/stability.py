@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-
 from .checks import samples
 from .comparisons import mann_whitney_u
 from .descriptive import coefficient_of_variation, mean, median, percentile, stdev, tukey_outliers

@@ -36,12 +36,20 @@ def choose_accel(profile: Profile, kvm_problem: str | None, host_la57: bool, tri
     if kvm_problem:
         return "tcg", kvm_problem, False
     if profile.la57 and not host_la57:
-        return "tcg", "the profile needs la57 and this host CPU has none; KVM can only pass through the host's paging modes", False
+        return (
+            "tcg",
+            "the profile needs la57 and this host CPU has none; KVM can only pass through the host's paging modes",
+            False,
+        )
     if trial is None:
         return "kvm", "KVM is present; trying it first, with TCG as the fallback", True
     if trial["ok"]:
         return "kvm", f"KVM booted this guest before ({trial['when']})", False
-    return "tcg", f"KVM could not boot this guest on {trial['when']} ({trial['reason']}); delete {_trials_path()} to try again", False
+    return (
+        "tcg",
+        f"KVM could not boot this guest on {trial['when']} ({trial['reason']}); delete {_trials_path()} to try again",
+        False,
+    )
 # ANCHOR_END: choose_accel
 
 

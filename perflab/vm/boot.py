@@ -19,9 +19,8 @@ from pathlib import Path
 from .. import processes
 from ..errors import PerflabError
 from ..journal import signals_end_the_process
-from . import accelerator
+from . import accelerator, qemu
 from . import image as guest_image
-from . import qemu
 from .connection import AgentConnection, ping
 from .image import say
 from .machine import VM, vm
@@ -66,8 +65,13 @@ def _boot_as_chosen(machine: VM, progress: bool) -> dict:
     if forced not in (None, "", "kvm", "tcg"):
         raise PerflabError(f"PERFLAB_VM_ACCEL={forced} is not kvm or tcg; unset it to let perflab choose")
     key = accelerator.trial_key(built.folder.name)
-    accel, why, trial = accelerator.choose_accel(machine.profile, accelerator.kvm_problem(), accelerator.host_has_la57(),
-                                                 accelerator.trials().get(key), forced or None)
+    accel, why, trial = accelerator.choose_accel(
+        machine.profile,
+        accelerator.kvm_problem(),
+        accelerator.host_has_la57(),
+        accelerator.trials().get(key),
+        forced or None,
+    )
     say(progress, f"{name}: {accel.upper()}, because {why}")
     timeout = float(os.environ.get("PERFLAB_VM_BOOT_TIMEOUT", machine.profile.boot_timeout_s))
     if trial:
@@ -104,10 +108,19 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
     started = time.monotonic()
     with (machine.folder / "qemu.err").open("w") as err:  # no death signal: `perflab vm up` lets it live on
         process = processes.start(argv, stdout=err, stderr=err, own_session=True, death_signal=False)
-    info = {"profile": profile.name, "pid": process.pid, "started": processes.start_time(process.pid), "accel": accel,
-            "accel_reason": why,
-            "topology": profile.topology(), "kernel": built.info()["kernels"][profile.kernel],
-            "kernel_args": profile.kernel_args, "image": built.folder.name, "qemu": qemu.qemu_version(), "qemu_argv": argv}
+    info = {
+        "profile": profile.name,
+        "pid": process.pid,
+        "started": processes.start_time(process.pid),
+        "accel": accel,
+        "accel_reason": why,
+        "topology": profile.topology(),
+        "kernel": built.info()["kernels"][profile.kernel],
+        "kernel_args": profile.kernel_args,
+        "image": built.folder.name,
+        "qemu": qemu.qemu_version(),
+        "qemu_argv": argv,
+    }
     machine.info_path.write_text(json.dumps(info, indent=1) + "\n")
     try:
         pong = _wait_for_agent(machine, process, accel, started, timeout, progress, silent_limit)

@@ -92,7 +92,8 @@ def interactive_shell(machine: VM) -> int:
 @contextmanager
 def _connected(machine: VM):
     if not machine.running():
-        raise PerflabError(f"{machine.profile.name} is not running: start it with `perflab vm up {machine.profile.name}`")
+        raise PerflabError(f"{machine.profile.name} is not running: start it with `perflab vm up "
+                           f"{machine.profile.name}`")
     agent = AgentConnection(machine.agent_socket)
     try:
         yield agent

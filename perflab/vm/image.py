@@ -141,7 +141,8 @@ def build(progress: bool = True, force: bool = False) -> Image:
         for stale in images.iterdir():  # images of older recipes: nothing boots them any more
             if stale.is_dir() and stale != image.folder and not stale.name.startswith("."):
                 shutil.rmtree(stale, ignore_errors=True)
-        say(progress, f"guest image ready in {seconds:.0f} s: {image.folder} ({info['disk_bytes'] / 2**30:.2f} GiB on disk)")
+        say(progress, f"guest image ready in {seconds:.0f} s: {image.folder} ({info['disk_bytes'] / 2**30:.2f} GiB on "
+                      "disk)")
         return image
 
 
@@ -152,9 +153,18 @@ def _build_into(work: Path, log: Path, progress: bool) -> None:
     shutil.copyfile("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
     # Not `exec chroot`: the namespace's first process stays outside the chroot, so that ischroot and
     # systemd's checks inside still see a chroot, as they do on the host.
-    _run_step(progress, log, "2/4 provisioning", [
-        "sh", "-ec", 'mount -t proc proc "$1/proc"; mount -t sysfs sysfs "$1/sys"; chroot "$1" /bin/sh /tmp/provision.sh',
-        "provision", str(rootfs)])
+    _run_step(
+        progress,
+        log,
+        "2/4 provisioning",
+        [
+            "sh",
+            "-ec",
+            'mount -t proc proc "$1/proc"; mount -t sysfs sysfs "$1/sys"; chroot "$1" /bin/sh /tmp/provision.sh',
+            "provision",
+            str(rootfs),
+        ],
+    )
     (rootfs / "tmp" / "provision.sh").unlink()
     (rootfs / "etc" / "resolv.conf").unlink()  # the guest has no network to resolve names on
     say(progress, "[3/4 kernels] copying the kernels out of the image")
@@ -254,7 +264,8 @@ def _remove_partial(partial: Path) -> None:
 def _check_can_build() -> None:
     missing = sorted({package for tool, package in TOOLS.items() if shutil.which(tool) is None})
     if missing:
-        raise PerflabError(f"building the guest image needs {', '.join(missing)}: run `make lab` (it installs deps/debian.txt)")
+        raise PerflabError(f"building the guest image needs {', '.join(missing)}: run `make lab` (it installs "
+                           "deps/debian.txt)")
     if os.geteuid() != 0:
         raise PerflabError("building the guest image needs root (debootstrap and chroot): run `sudo perflab vm build` "
                            "once; booting it afterwards needs no root")

@@ -28,12 +28,15 @@ def lab_argv(run_args: list[str]) -> list[str]:
 
 
 def run_lab(lab: str, profile: str, run_args: list[str], progress: bool = True) -> dict:
-    """Run `perflab run RUN_ARGS` in the profile's VM; return the verdict as JSON, `results` pointing at the host's copy."""
+    """Run `perflab run RUN_ARGS` in the profile's VM; return the verdict as JSON, `results` pointing at the host's
+    copy."""
     with session(profile, progress=progress) as machine:
         shutil.rmtree(machine.exchange / "results", ignore_errors=True)
         probe_out = io.BytesIO()
         if execute(machine, ["python3", "-m", "perflab", "probe", "--json"], stdout=probe_out) != 0:
-            raise PerflabError(f"the probe failed inside {profile}; try `perflab vm run {profile} -- python3 -m perflab probe`")
+            raise PerflabError(
+                f"the probe failed inside {profile}; try `perflab vm run {profile} -- python3 -m perflab probe`"
+            )
         guest_probe = json.loads(probe_out.getvalue())
         verdict_out, quiet_err = io.BytesIO(), None if progress else io.BytesIO()
         code = execute(machine, lab_argv(run_args), stdout=verdict_out, stderr=quiet_err,
@@ -53,7 +56,17 @@ def run_lab(lab: str, profile: str, run_args: list[str], progress: bool = True) 
 
 
 def vm_block(info: dict) -> dict:
-    keys = ("profile", "accel", "accel_reason", "topology", "kernel", "kernel_args", "qemu", "qemu_argv", "boot_seconds")
+    keys = (
+        "profile",
+        "accel",
+        "accel_reason",
+        "topology",
+        "kernel",
+        "kernel_args",
+        "qemu",
+        "qemu_argv",
+        "boot_seconds",
+    )
     return {key: info.get(key) for key in keys}
 
 

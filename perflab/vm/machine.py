@@ -89,8 +89,16 @@ def status() -> list[dict]:
             with machine.lock():
                 if not machine.running():
                     machine.clear()
-        rows.append({"profile": name, "topology": machine.profile.topology(), "kernel": machine.profile.kernel,
-                     "kernel_args": " ".join(machine.profile.kernel_args), "description": machine.profile.description,
-                     "labs": shown_by[name], "state": f"running ({info['accel'].upper()}, pid {info['pid']})" if info else "stopped"})
+        rows.append(
+            {
+                "profile": name,
+                "topology": machine.profile.topology(),
+                "kernel": machine.profile.kernel,
+                "kernel_args": " ".join(machine.profile.kernel_args),
+                "description": machine.profile.description,
+                "labs": shown_by[name],
+                "state": f"running ({info['accel'].upper()}, pid {info['pid']})" if info else "stopped",
+            }
+        )
     return rows
 

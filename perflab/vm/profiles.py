@@ -125,7 +125,8 @@ def _short(value) -> str:
 def _settings(name: str, folder: Path, seen: tuple[str, ...]) -> dict:
     path = folder / f"{name}.toml"
     if not path.is_file():
-        raise PerflabError(f"unknown VM profile {name!r}; choose one of: {', '.join(names(folder))} (files in {_shown(folder)}/)")
+        raise PerflabError(f"unknown VM profile {name!r}; choose one of: {', '.join(names(folder))} (files in "
+                           f"{_shown(folder)}/)")
     if name in seen:
         raise PerflabError(f"{_shown(path)}: `extends` loops back to {name}")
     try:
@@ -150,10 +151,13 @@ def _check(profile: Profile, where: str) -> None:
     if profile.cpus > MAX_CPUS:
         raise PerflabError(f"{where}: sockets x cores x threads = {profile.cpus} vCPUs; at most {MAX_CPUS}")
     if profile.sockets % profile.numa_nodes:
-        raise PerflabError(f"{where}: {profile.sockets} sockets do not split evenly into {profile.numa_nodes} NUMA nodes; "
-                           f"numa_nodes must divide sockets (each node holds whole sockets)")
+        raise PerflabError(
+            f"{where}: {profile.sockets} sockets do not split evenly into {profile.numa_nodes} NUMA nodes; "
+            f"numa_nodes must divide sockets (each node holds whole sockets)"
+        )
     if profile.memory_mib % profile.numa_nodes:
-        raise PerflabError(f"{where}: memory_mib = {profile.memory_mib} must split evenly into {profile.numa_nodes} NUMA nodes")
+        raise PerflabError(f"{where}: memory_mib = {profile.memory_mib} must split evenly into {profile.numa_nodes} "
+                           "NUMA nodes")
 
 
 # The kernel argument that tells the guest one host thread runs all its vCPUs. Multi-threaded TCG hung the RT

@@ -39,7 +39,9 @@ class LearnerAccount(Knob):
             home = pwd.getpwnam(self.target).pw_dir
             run_as_root(["chmod", "0700", home], "creating users", "coreutils")
         elif value == "absent":
-            subprocess.run(["pkill", "-KILL", "-u", self.target], capture_output=True)  # userdel refuses a user with processes
+            subprocess.run(
+                ["pkill", "-KILL", "-u", self.target], capture_output=True
+            )  # userdel refuses a user with processes
             run_as_root(["userdel", "--remove", self.target], "removing users", "passwd")
         else:
             raise PerflabError(f"{self.label}: the value is present or absent, not {value!r}")

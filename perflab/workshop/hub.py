@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import PerflabError
+from ..journal import WORKSHOP, Journal, SystemChanges
 from ..probe import online_cpus
 from ..processes import alive, start_time
-from ..journal import WORKSHOP, Journal, SystemChanges
 from ..turns import DEFAULT_SOCKET
 from . import accounts, checks, roster, turns
 
@@ -99,11 +99,13 @@ def _up(learners: list[str], ip: str, port: int, ssl_cert: str | None, ssl_key: 
         _undo()
         raise
     limit = f"{turn_limit_s:g} s (PERFLAB_TURN_LIMIT_S)" if turn_limit_s else "its lab's budget (labs/manifest.toml)"
-    return [f"perflab workshop: up at {workshop.url}/ (hub log: {roster.state_dir() / 'hub.log'})",
-            f"Measurements queue at {workshop.turns}: one at a time, each at most {limit}.",
-            f"  instructor  {instructor_password}   (lands on the class dashboard, {workshop.url}/services/dashboard/)",
-            *_credential_lines(passwords, workshop.cpus),
-            "Each password is shown only now; `perflab workshop down` ends the workshop and removes the learners' users."]
+    return [
+        f"perflab workshop: up at {workshop.url}/ (hub log: {roster.state_dir() / 'hub.log'})",
+        f"Measurements queue at {workshop.turns}: one at a time, each at most {limit}.",
+        f"  instructor  {instructor_password}   (lands on the class dashboard, {workshop.url}/services/dashboard/)",
+        *_credential_lines(passwords, workshop.cpus),
+        "Each password is shown only now; `perflab workshop down` ends the workshop and removes the learners' users.",
+    ]
 
 
 def add_learners(learners: list[str]) -> list[str]:

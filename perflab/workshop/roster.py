@@ -122,7 +122,9 @@ def load() -> Workshop | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError) as err:
-        raise PerflabError(f"cannot read {path()} ({err}): run `perflab workshop down` to clean up, then `up` again") from None
+        raise PerflabError(
+            f"cannot read {path()} ({err}): run `perflab workshop down` to clean up, then `up` again"
+        ) from None
 
 
 def require() -> Workshop:
@@ -167,14 +169,17 @@ def reserve_cpus(learners: list[str], per_learner: int, online: list[int], taken
     free = [cpu for cpu in online[1:] if cpu not in used]
     needed = per_learner * len(learners)
     if needed > len(free):
-        raise PerflabError(f"reserving {per_learner} CPUs for each of {len(learners)} more learners needs {needed} "
-                           f"free CPUs besides CPU {online[0]} (the hub's); this machine has {len(free)}: reserve fewer, "
-                           "or start without --reserve-cpus, and every learner measures in one queue")
+        raise PerflabError(
+            f"reserving {per_learner} CPUs for each of {len(learners)} more learners needs {needed} "
+            f"free CPUs besides CPU {online[0]} (the hub's); this machine has {len(free)}: reserve fewer, "
+            "or start without --reserve-cpus, and every learner measures in one queue"
+        )
     return {name: format_cpulist(free[i * per_learner:(i + 1) * per_learner]) for i, name in enumerate(learners)}
 
 
 def check_new_names(names: list[str], workshop: Workshop | None) -> None:
-    """Refuse, before anything is created, a name that is malformed, repeated, taken in the workshop or on the machine."""
+    """Refuse, before anything is created, a name that is malformed, repeated, taken in the workshop or on the
+    machine."""
     import pwd
 
     if not names:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..processes import start_time
-from ..manifest.labs import lab_named, run_named
 from ..lock import REPEAT_PLACE_S, describe_place, manifest_seconds
+from ..manifest.labs import lab_named, run_named
+from ..processes import start_time
 from ..results import write_atomic
 from ..turns import DEFAULT_SOCKET
 from . import roster

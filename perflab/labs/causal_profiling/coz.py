@@ -146,11 +146,14 @@ def parse(text: str) -> Profile:
         elif kind == "runtime":
             profile.runtime_ns += record["time"]
     if wrapped:
-        profile.warnings.append(f"{wrapped} experiment(s) left out: coz wrote a negative duration (its pauses outlasted "
-                                "the experiment) as a huge unsigned number")
+        profile.warnings.append(
+            f"{wrapped} experiment(s) left out: coz wrote a negative duration (its pauses outlasted "
+            "the experiment) as a huge unsigned number"
+        )
     unseen = [e for e in profile.experiments if not e.throughput and not e.latency]
     if unseen:
-        profile.warnings.append(f"{len(unseen)} experiment(s) without a progress point left out (the last one of a cut-off file?)")
+        profile.warnings.append(f"{len(unseen)} experiment(s) without a progress point left out (the last one of a "
+                                "cut-off file?)")
         profile.experiments = [e for e in profile.experiments if e.throughput or e.latency]
     return profile
 

@@ -67,9 +67,15 @@ def comparison_figure(rows: list[dict[str, Any]]):
             v = row[key]
             if v is None:
                 continue
-            ax.errorbar([v["value"]], [i + offset], xerr=[[v["value"] - v["low"]], [v["high"] - v["value"]]],
-                        fmt="o", color=colour, capsize=4, label={"predicted": "coz predicted", "actual": "measured"}[key]
-                        if i == 0 else None)
+            ax.errorbar(
+                [v["value"]],
+                [i + offset],
+                xerr=[[v["value"] - v["low"]], [v["high"] - v["value"]]],
+                fmt="o",
+                color=colour,
+                capsize=4,
+                label={"predicted": "coz predicted", "actual": "measured"}[key] if i == 0 else None,
+            )
     ax.set_yticks(range(len(rows)), [f"halve {r['function']}\n({r['pick']}'s pick)" for r in rows])
     ax.axvline(0, color="grey", lw=0.8)
     ax.xaxis.set_major_formatter(PercentFormatter(1))

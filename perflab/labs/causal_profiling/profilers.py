@@ -82,7 +82,8 @@ def perf_ranking(argv: list[str], folder: Path) -> list[dict[str, Any]]:
                               "-o", str(data), "--", *argv])
     if recorded.returncode != 0:
         last = (recorded.stderr.strip().splitlines() or ["no message"])[-1]
-        raise PerflabError(f"perf record failed: {last}; as root, or after `sysctl kernel.perf_event_paranoid=1`, it can sample")
+        raise PerflabError(f"perf record failed: {last}; as root, or after `sysctl kernel.perf_event_paranoid=1`, it "
+                           "can sample")
     report = processes.run(["perf", "report", "-i", str(data), "--stdio", "-q", "--no-children",
                             "-F", "overhead,sym", "--field-separator=,"])
     return parse_perf_report(report.stdout)

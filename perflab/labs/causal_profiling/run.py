@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import results, stats, text
+from ...bounds import Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...paths import REPO_ROOT
@@ -16,10 +17,17 @@ from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
-from ...bounds import Bound
 from . import coz
-from .profilers import (FUNCTIONS, SOURCE_DIR, CozSession, function_at, hottest_function, perf_ranking,
-                        require_tools, work_lines)
+from .profilers import (
+    FUNCTIONS,
+    SOURCE_DIR,
+    CozSession,
+    function_at,
+    hottest_function,
+    perf_ranking,
+    require_tools,
+    work_lines,
+)
 
 SOURCE = REPO_ROOT / SOURCE_DIR / "commit.c"
 POINT = "batch"  # the program's progress point
@@ -55,7 +63,9 @@ def duration_text(settings: Settings) -> str:
     return f"at most about {seconds / 60:.0f} min" if seconds >= 90 else f"at most about {seconds:.0f} s"
 
 
-def program_argv(binary: Path, cpus: tuple[int, int], seconds: float, factors: dict[str, float] | None = None) -> list[str]:
+def program_argv(
+    binary: Path, cpus: tuple[int, int], seconds: float, factors: dict[str, float] | None = None
+) -> list[str]:
     argv = [str(binary), "-d", str(seconds), "-c", f"{cpus[0]},{cpus[1]}"]
     for function, factor in (factors or {}).items():
         argv += ["-x", f"{function}={factor}"]
@@ -74,8 +84,15 @@ def race_picks(binary: Path, cpus: tuple[int, int], picks: dict[str, str], setti
         return {arm: run_once(argv[arm])[1][0]["batches_per_s"] for arm in order}
 
     plan = Plan(ROUNDS_PER_LOOK, settings.race_rounds, settings.race_budget_s)
-    return race(arms, one_round, lambda rates, alpha: judge_race(picks, rates, alpha)[0] in DECIDED, plan, control="unchanged",
-                desc="racing the builds, until decided", progress=progress)
+    return race(
+        arms,
+        one_round,
+        lambda rates, alpha: judge_race(picks, rates, alpha)[0] in DECIDED,
+        plan,
+        control="unchanged",
+        desc="racing the builds, until decided",
+        progress=progress,
+    )
 
 
 def batch_rates(result: dict[str, Any]) -> list[float]:
@@ -221,9 +238,11 @@ class CausalProfiling(Lab):
             for log_cpu in order:
                 if log_cpu not in siblings:
                     return commit_cpu, log_cpu
-        raise CannotShow(f"the lab needs two CPUs on different cores, and {'the CPUs given are' if cpus else 'this machine has'} "
-                         f"only {len(chosen)} CPU(s) on one core: both threads would take turns, so the slower thread "
-                         "would no longer set the pace")
+        raise CannotShow(
+            f"the lab needs two CPUs on different cores, and {'the CPUs given are' if cpus else 'this machine has'} "
+            f"only {len(chosen)} CPU(s) on one core: both threads would take turns, so the slower thread "
+            "would no longer set the pace"
+        )
 
     def watched_cpus(self, placement: tuple[int, int]) -> list[int]:
         """The commit and log threads' CPUs: a neighbour on one of them moves the bottleneck."""
@@ -275,8 +294,13 @@ class CausalProfiling(Lab):
                                                f"line ({MIN_EXPERIMENTS} per line needed): rerun without --quick, "
                                                "whose coz runs last longer")
         else:
-            verdict, reason = "inconclusive", (f"coz ranked {coz.short_location(ranked[0][0])} first, which is not a "
-                                               "line the lab can optimise: the profile is too noisy; rerun without --quick")
+            verdict, reason = (
+                "inconclusive",
+                (
+                    f"coz ranked {coz.short_location(ranked[0][0])} first, which is not a "
+                    "line the lab can optimise: the profile is too noisy; rerun without --quick"
+                ),
+            )
         return Verdict(self.name, verdict, reason, effect, notes=measured_notes(result, profile))
 
 

@@ -140,7 +140,10 @@ def recommend(m: LatencyMatrix, siblings: dict[int, set[int]]) -> list[dict[str,
     """The fastest pairs on different cores, then the fastest SMT pair with its caveat."""
     pairs = sorted(m.pairs(), key=lambda p: p[2])
     cores = [p for p in pairs if p[1] not in siblings.get(p[0], set())]
-    shown = [{"cpus": [a, b], "one_way_ns": ns, "why": "among the fastest pairs on separate cores"} for a, b, ns in cores[:RECOMMENDED]]
+    shown = [
+        {"cpus": [a, b], "one_way_ns": ns, "why": "among the fastest pairs on separate cores"}
+        for a, b, ns in cores[:RECOMMENDED]
+    ]
     if shown and len(m.cpus) == 2:
         shown[0]["why"] = "the only pair"
     smt = [p for p in pairs if p[1] in siblings.get(p[0], set())]
@@ -189,8 +192,10 @@ def analyze(m: LatencyMatrix) -> dict[str, Any]:
         values = np.array([ns for _, _, ns in m.pairs()])
         if not levels:
             spread = values.max() / values.min() if values.size and values.min() > 0 else math.inf
-            notes.append(f"latencies run from {values.min():.0f} to {values.max():.0f} ns without a clear boundary"
-                         + (" (nearly uniform)" if spread < UNIFORM_SPREAD else " (a mesh or ring: distance grows gradually)"))
+            notes.append(
+                f"latencies run from {values.min():.0f} to {values.max():.0f} ns without a clear boundary"
+                + (" (nearly uniform)" if spread < UNIFORM_SPREAD else " (a mesh or ring: distance grows gradually)")
+            )
         else:
             notes.append("level names come from latency alone: 'socket' marks a split costing over "
                          f"{SOCKET_NS:.0f} ns one way; a chiplet boundary can look the same")
@@ -221,7 +226,10 @@ def render_analysis(analysis: dict[str, Any]) -> str:
     if misleading:
         lines.append("neighbours in numbering that are far apart:")
         for pair in sorted(misleading, key=lambda p: -p["one_way_ns"])[:MAX_GROUPS_SHOWN]:
-            lines.append(f"  CPUs {pair['cpus'][0]},{pair['cpus'][1]}: {pair['one_way_ns']:.0f} ns, "
-                         f"crosses a {pair['crosses']} boundary (CPU {pair['cpus'][0]}'s nearest other core: {pair['vs_best_ns']:.0f} ns)")
+            lines.append(
+                f"  CPUs {pair['cpus'][0]},{pair['cpus'][1]}: {pair['one_way_ns']:.0f} ns, "
+                f"crosses a {pair['crosses']} boundary (CPU {pair['cpus'][0]}'s nearest other core: "
+                f"{pair['vs_best_ns']:.0f} ns)"
+            )
     lines += [f"note: {note}" for note in analysis["notes"]]
     return "\n".join(lines)

@@ -56,17 +56,26 @@ def harmonic_mean(ns: Answers) -> list[Check]:
     got = ns.get("rates")
     enough = len(expected) >= MIN_SAMPLES
     checks.append(Check("enough raw samples", PASSED if enough else FAILED, f">= {MIN_SAMPLES}", str(len(expected))))
-    same = isinstance(got, (list, tuple)) and len(got) == len(expected) and all(close(g, e) for g, e in zip(got, expected))
-    checks.append(Check("rates computed from your raw samples", PASSED if same else FAILED,
-                        f"{len(expected)} rates, first {expected[0]:,.0f}/s" if expected else "rates",
-                        f"{len(got)} values, first {got[0]!r}" if isinstance(got, (list, tuple)) and got else repr(got)))
+    same = (
+        isinstance(got, (list, tuple)) and len(got) == len(expected) and all(close(g, e) for g, e in zip(got, expected))
+    )
+    checks.append(
+        Check(
+            "rates computed from your raw samples",
+            PASSED if same else FAILED,
+            f"{len(expected)} rates, first {expected[0]:,.0f}/s" if expected else "rates",
+            f"{len(got)} values, first {got[0]!r}" if isinstance(got, (list, tuple)) and got else repr(got),
+        )
+    )
     return checks
 
 
 def pipeline_pinning(ns: dict) -> list[Check]:
     matrix = load(PIPELINE_MATRIX)
     analysis = analyze(matrix)
-    smt = next((lvl for lvl, info in zip(analysis["levels"], analysis["level_info"]) if info["name"] == "SMT siblings"), [])
+    smt = next(
+        (lvl for lvl, info in zip(analysis["levels"], analysis["level_info"]) if info["name"] == "SMT siblings"), []
+    )
     best, best_cost = best_pipeline(matrix, PIPELINE_STAGES, smt)
     placement = ns.get("placement")
     valid = (isinstance(placement, (list, tuple)) and len(placement) == PIPELINE_STAGES
@@ -117,7 +126,9 @@ def measure_pair(ns: dict) -> list[Check]:
     checks.append(found)
     if saved is None:
         return checks
-    mine = saved["matrix"]["cpus"] == sorted(pair) and saved["machine"].get("cpu_model") == machine.summary().get("cpu_model")
+    mine = saved["matrix"]["cpus"] == sorted(pair) and saved["machine"].get("cpu_model") == machine.summary().get(
+        "cpu_model"
+    )
     checks.append(Check("the result is this pair on this machine", PASSED if mine else FAILED,
                         f"CPUs {sorted(pair)}", f"CPUs {saved['matrix']['cpus']}"))
     samples = [s["one_way_ns"] for s in lab.raw_samples(saved)]
@@ -135,6 +146,9 @@ def _fresh_agreement(machine, a: int, b: int, samples: list[float]) -> Check:
     fresh_median = stats.median([s["one_way_ns"] for s in lab.raw_samples(fresh)])
     ratio = stats.median(samples) / fresh_median
     agree = 1 / FRESH_AGREEMENT <= ratio <= FRESH_AGREEMENT
-    return Check("your median agrees with a fresh measurement", PASSED if agree else INCONCLUSIVE,
-                 f"within x{FRESH_AGREEMENT} of {fresh_median:.0f} ns (measured just now)",
-                 f"{stats.median(samples):.0f} ns" + ("" if agree else ": the pair's latency moved; rerun your notebook"))
+    return Check(
+        "your median agrees with a fresh measurement",
+        PASSED if agree else INCONCLUSIVE,
+        f"within x{FRESH_AGREEMENT} of {fresh_median:.0f} ns (measured just now)",
+        f"{stats.median(samples):.0f} ns" + ("" if agree else ": the pair's latency moved; rerun your notebook"),
+    )

@@ -26,7 +26,9 @@ def cluster_order(m: LatencyMatrix, analysis: dict[str, Any] | None) -> list[int
     if not analysis or not analysis["levels"]:
         return list(m.cpus)
     def key(cpu: int) -> tuple:
-        return tuple(next(i for i, g in enumerate(groups) if cpu in g) for groups in reversed(analysis["levels"])) + (cpu,)
+        return tuple(next(i for i, g in enumerate(groups) if cpu in g) for groups in reversed(analysis["levels"])) + (
+            cpu,
+        )
     return sorted(m.cpus, key=key)
 
 
@@ -110,7 +112,9 @@ def figures(verdict: Verdict) -> list[tuple[str, Figure]]:
             seq, best = result["pairs"]["sequential"], result["pairs"]["best"]
             rates = {f"sequential {seq[0]},{seq[1]}": result["rates"]["sequential"],
                      f"best {best[0]},{best[1]}": result["rates"]["best"]}
-            shown.append(("Message-passing throughput, interleaved runs", distributions(rates, "round trips per second")))
+            shown.append(
+                ("Message-passing throughput, interleaved runs", distributions(rates, "round trips per second"))
+            )
     if verdict.verdict == "cannot-show":
         recorded = load(RECORDED_EXAMPLE)
         shown.append(("Recorded: AMD Ryzen 9 5950X (two CCDs, SMT)", heatmap(recorded, analyze(recorded))))

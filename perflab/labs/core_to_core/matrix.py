@@ -178,8 +178,10 @@ def load_csv(path: str | Path) -> LatencyMatrix:
         cells = line.split(",")
         width = max(width, len(cells))
         if max(width, len(rows) + 1) > MAX_CPUS:  # before the values (and the n x n array) take memory
-            raise PerflabError(f"{path.name}: more than {MAX_CPUS} rows or columns (line {lineno}), but a matrix covers "
-                               f"at most {MAX_CPUS} CPUs; give the CSV that core-to-core-latency --csv wrote")
+            raise PerflabError(
+                f"{path.name}: more than {MAX_CPUS} rows or columns (line {lineno}), but a matrix covers "
+                f"at most {MAX_CPUS} CPUs; give the CSV that core-to-core-latency --csv wrote"
+            )
         rows.append((lineno, [_cell_value(c, f"{path.name}: line {lineno}") for c in cells]))
     if not rows and not leading_blank:
         raise PerflabError(f"{path.name} is empty; give the CSV that core-to-core-latency --csv wrote")
@@ -229,7 +231,9 @@ def from_result(data: dict, source: str = "") -> LatencyMatrix:
     try:
         ns = np.array([[math.nan if v is None else float(v) for v in row] for row in rows], dtype=float).reshape(n, n)
     except (TypeError, ValueError, OverflowError):  # OverflowError: float() of a 400-digit integer
-        raise PerflabError(f"{name}: one_way_ns holds something that is not a number or null; fix the result file") from None
+        raise PerflabError(
+            f"{name}: one_way_ns holds something that is not a number or null; fix the result file"
+        ) from None
     return LatencyMatrix(cpus, ns, name)
 
 
@@ -238,7 +242,9 @@ def _read(path: Path) -> bytes:
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):  # a directory, or a device or pipe that would be read forever
-            raise PerflabError(f"{path} is not a file (a directory, device or pipe); give the .csv or .json file itself")
+            raise PerflabError(
+                f"{path} is not a file (a directory, device or pipe); give the .csv or .json file itself"
+            )
         with path.open("rb") as file:
             data = file.read(MAX_BYTES + 1)  # never more: st_size may say 0 (in /proc) or the file may grow
     except OSError as exc:
@@ -272,6 +278,9 @@ def _load_by_suffix(path: Path) -> LatencyMatrix:
         except (ValueError, UnicodeDecodeError) as exc:
             raise PerflabError(f"{path.name} is not valid JSON ({exc}); give a perflab result file") from None
         except RecursionError:
-            raise PerflabError(f"{path.name} nests too deeply to be a perflab result file; give a perflab result file") from None
+            raise PerflabError(
+                f"{path.name} nests too deeply to be a perflab result file; give a perflab result file"
+            ) from None
         return from_result(data, source=path.name)
-    raise PerflabError(f"{path.name}: unknown kind of file; give a .csv (core-to-core-latency) or a .json (perflab result)")
+    raise PerflabError(f"{path.name}: unknown kind of file; give a .csv (core-to-core-latency) or a .json (perflab "
+                       "result)")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import results, stats
+from ...bounds import NO_LIMIT, Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus, format_cpulist
 from ...lock import measurement_lock
@@ -18,7 +19,6 @@ from ...sequential import DECIDED, Plan, Race, race
 from ...text import median_with_spread
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
-from ...bounds import NO_LIMIT, Bound
 from .advisor import analyze
 from .matrix import from_result, load
 
@@ -45,7 +45,9 @@ class Settings:
     compare_budget_s: float  # ...and at most this long: it stops as soon as it is decided
 
 
-def pingpong_argv(binary: Path, a: int, b: int, mode: str, round_trips: int, samples: int, warmup: int = 3) -> list[str]:
+def pingpong_argv(
+    binary: Path, a: int, b: int, mode: str, round_trips: int, samples: int, warmup: int = 3
+) -> list[str]:
     return [str(binary), "-C", f"{a},{b}", "-m", mode, "-r", str(round_trips), "-s", str(samples), "-w", str(warmup)]
 
 
@@ -87,7 +89,9 @@ def measure_matrix(machine: Machine, cpus: list[int], settings: Settings, mode: 
         note = stability_note(run.label, round_medians(run))
         if note:
             notes.append(note)
-    result = results.new_result(CoreToCore.name, "matrix", machine.summary(), {"mode": mode, "cpus": cpus, **asdict(settings)})
+    result = results.new_result(
+        CoreToCore.name, "matrix", machine.summary(), {"mode": mode, "cpus": cpus, **asdict(settings)}
+    )
     result.update(matrix={"cpus": cpus, "one_way_ns": grid}, runs=[r.to_json() for r in runs.values()], notes=notes)
     return result
 
@@ -134,8 +138,12 @@ def topology_agreement(analysis: dict[str, Any], machine: Machine, cpus: list[in
         notes.append(f"recovered level '{info['name']}' ({len(groups)} groups) "
                      + (f"matches the {match[0]}" if match else "matches no grouping the probe reports"))
     if not analysis["levels"]:
-        notes.append("no structure recovered from these latencies; the probe says: "
-                     + "; ".join(f"{name}: {' | '.join(format_cpulist(g) for g in groups)}" for name, groups in probe_levels.items()))
+        notes.append(
+            "no structure recovered from these latencies; the probe says: "
+            + "; ".join(
+                f"{name}: {' | '.join(format_cpulist(g) for g in groups)}" for name, groups in probe_levels.items()
+            )
+        )
     return notes
 
 
@@ -167,8 +175,15 @@ def compare_pairs(machine: Machine, sequential: tuple[int, int], best: tuple[int
                 for label in order}
 
     plan = Plan(ROUNDS_PER_LOOK, settings.compare_runs, settings.compare_budget_s)
-    raced = race(["sequential", "best"], one_round, lambda rates, alpha: decide(rates, sequential, best, alpha)[0] in DECIDED,
-                 plan, control="sequential", desc="sequential vs best pair, until decided", progress=progress)
+    raced = race(
+        ["sequential", "best"],
+        one_round,
+        lambda rates, alpha: decide(rates, sequential, best, alpha)[0] in DECIDED,
+        plan,
+        control="sequential",
+        desc="sequential vs best pair, until decided",
+        progress=progress,
+    )
     return {"rates": raced.kept_values(), "race": raced.to_json()}
 
 
@@ -205,7 +220,8 @@ def recorded_example() -> str:
     return (
         f"Recorded data (AMD Ryzen 9 5950X): CPUs {a} and {b} are neighbours in numbering but cross a "
         f"{worst['crosses']} boundary: {worst['one_way_ns']:.0f} ns one way, while CPU {a}'s nearest other core is "
-        f"{worst['vs_best_ns']:.0f} ns away. See it with `perflab c2c analyze {RECORDED_EXAMPLE.relative_to(REPO_ROOT)}`."
+        f"{worst['vs_best_ns']:.0f} ns away. See it with `perflab c2c analyze "
+        f"{RECORDED_EXAMPLE.relative_to(REPO_ROOT)}`."
     )
 
 

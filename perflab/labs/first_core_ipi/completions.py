@@ -63,7 +63,8 @@ def disk_plan(machine: Machine, root: SysRoot) -> dict[str, Any]:
     interrupts = read_table("/proc/interrupts")
     vectors = [irq for irq in disk.irqs if str(irq) in interrupts.rows]
     if not vectors:
-        return {"skipped": f"{disk.name}'s interrupts ({disk.irqs or 'none found in sysfs'}) are not in /proc/interrupts"}
+        return {"skipped": f"{disk.name}'s interrupts ({disk.irqs or 'none found in sysfs'}) are not in "
+                           "/proc/interrupts"}
     busiest = max(vectors, key=lambda irq: sum(interrupts.rows[str(irq)]))  # its request queue's vector
     targets = effective_cpus(root, busiest)
     others = [c for c in machine.online_cpus if c not in targets]

@@ -12,6 +12,7 @@ import random
 import tempfile
 from typing import Any
 
+from ...build import ensure_built
 from ...cpulist import format_cpulist, parse_cpulist
 from ...errors import PerflabError
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
@@ -19,11 +20,10 @@ from ...grading.answers import function_check
 from ...journal import SystemChanges
 from ...knobs import IrqAffinity, RqAffinity
 from ...lock import measurement_lock
+from ...probe import Machine
+from ...sequential import Race
 from ...sysfs import default_root
 from . import recorded
-from ...sequential import Race
-from ...build import ensure_built
-from ...probe import Machine
 from .completions import MODES, SOURCE_DIR, block_plan, block_run
 from .run import LAB, OPERATIONS, ROWS, decide_rows, measure_bystander
 
@@ -75,8 +75,14 @@ def predict_rows(ns: Answers) -> list[Check]:
             checks.append(Check(f"{op}: the rows that rise on the bystander", INCONCLUSIVE, "a decided measurement",
                                 f"undecided just now ({shown}): grade again"))
         else:
-            checks.append(Check(f"{op}: the rows that rise on the bystander", PASSED if set(mine) == measured else FAILED,
-                                f"{sorted(measured)} (measured just now: {shown})", repr(mine)))
+            checks.append(
+                Check(
+                    f"{op}: the rows that rise on the bystander",
+                    PASSED if set(mine) == measured else FAILED,
+                    f"{sorted(measured)} (measured just now: {shown})",
+                    repr(mine),
+                )
+            )
     return checks
 
 

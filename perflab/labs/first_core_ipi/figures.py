@@ -112,8 +112,10 @@ def noise_figure(hunted: dict[str, Any], shown: int = 6) -> Figure:
                      key=lambda s: -stats.mean(noise.rates(samples, "reading", s) or [0.0]))[:shown]
     figure = Figure(figsize=(9, 0.45 * len(sources) + 1.4))
     ax = figure.subplots()
-    for offset, arm, colour, label in ((-0.2, "reading", SHARED_COLOUR, f"CPU {hunted['reader']} reads {hunted['disk']}"),
-                                       (0.2, "idle", SEPARATE_COLOUR, "nothing reads")):
+    for offset, arm, colour, label in (
+        (-0.2, "reading", SHARED_COLOUR, f"CPU {hunted['reader']} reads {hunted['disk']}"),
+        (0.2, "idle", SEPARATE_COLOUR, "nothing reads"),
+    ):
         bars = [_mean_and_error(noise.rates(samples, arm, s)) for s in sources]
         ax.barh([i + offset for i in range(len(sources))], [m for m, _ in bars], 0.4, xerr=[e for _, e in bars],
                 capsize=3, color=colour, label=label)
@@ -141,7 +143,9 @@ def oslat_figure(timed: dict[str, Any]) -> Figure:
                label=label)
     ax.set_yscale("log")
     ax.set_xticks(buckets[::2], [f"{us}+" if us == buckets[-1] else str(us) for us in buckets[::2]], fontsize=8)
-    ax.set_xlabel(f"one pass of oslat's loop on CPU {timed['cpu']}, us (an undisturbed pass takes under {oslat.GAP_US})")
+    ax.set_xlabel(
+        f"one pass of oslat's loop on CPU {timed['cpu']}, us (an undisturbed pass takes under {oslat.GAP_US})"
+    )
     ax.set_ylabel("passes per second (log scale)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
@@ -160,7 +164,9 @@ def original_case_figure(data: dict[str, Any] | None = None) -> Figure:
         ax.bar([1], [found["others_max"] - found["others_min"]], bottom=[found["others_min"]], color="#bbbbbb")
         ax.set_yscale("log")
         ax.set_xticks([0, 1], [f"CPU {found['hot_cpu']}", "every other CPU\n(range reported)"])
-        ax.set_title(f"{row}: {found['hot_count']:,} against {found['others_min']:,}-{found['others_max']:,}", fontsize=9)
+        ax.set_title(
+            f"{row}: {found['hot_count']:,} against {found['others_min']:,}-{found['others_max']:,}", fontsize=9
+        )
         ax.set_ylabel(f"{row} count ({found['file']}, log scale)")
     figure.text(0.01, 0.01, "source: " + data["source"].split(",")[0] + ", JabPerf (counts as reported)", fontsize=7)
     figure.tight_layout(rect=(0, 0.05, 1, 1))

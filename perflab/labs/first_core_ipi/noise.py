@@ -48,9 +48,14 @@ HARDWARE = "hw (nothing in the kernel ran)"
 # One line per period (RUNTIME NOISE %AVAILABLE MAX-SINGLE HW NMI IRQ SIRQ THREAD), one per named gap, and one per
 # sample over the threshold, with its interference: how many named gaps it held (none: the hardware's).
 _HEAD = r"\[(?P<cpu>\d+)\]\s+\S+\s+(?P<time>\d+\.\d+):\s+"
-PERIOD = re.compile(_HEAD + r"(?P<runtime>\d+)\s+(?P<noise>\d+)\s+[\d.]+\s+(?P<max>\d+)\s+(?P<hw>\d+)\s+\d+\s+\d+\s+\d+\s+\d+\s*$")
-NOISE = re.compile(_HEAD + r"(?P<kind>irq|softirq|thread|nmi)_noise:\s*(?P<source>.*?)\s*start [\d.]+ duration (?P<ns>\d+) ns")
-SAMPLE = re.compile(_HEAD + r"sample_threshold: start [\d.]+ duration (?P<ns>\d+) ns interference (?P<interference>\d+)")
+PERIOD = re.compile(
+    _HEAD + r"(?P<runtime>\d+)\s+(?P<noise>\d+)\s+[\d.]+\s+(?P<max>\d+)\s+(?P<hw>\d+)\s+\d+\s+\d+\s+\d+\s+\d+\s*$"
+)
+NOISE = re.compile(_HEAD + r"(?P<kind>irq|softirq|thread|nmi)_noise:\s*(?P<source>.*?)\s*start [\d.]+ duration "
+                           r"(?P<ns>\d+) ns")
+SAMPLE = re.compile(
+    _HEAD + r"sample_threshold: start [\d.]+ duration (?P<ns>\d+) ns interference (?P<interference>\d+)"
+)
 
 
 def parse_trace(text: str, cpu: int) -> dict[str, Any]:

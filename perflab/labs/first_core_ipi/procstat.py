@@ -84,7 +84,8 @@ def parse_table(text: str, source: str = "the table") -> CounterTable:
         elif len(counts) == len(words) == 1:  # ERR, MIS: one count, no description
             totals[name] = counts[0]
         else:
-            raise PerflabError(f"{source}, line {number}: {len(counts)} counts for {len(cpus)} CPUs: {line.strip()[:60]!r}")
+            raise PerflabError(f"{source}, line {number}: {len(counts)} counts for {len(cpus)} CPUs: "
+                               f"{line.strip()[:60]!r}")
     return CounterTable(cpus, rows, descriptions, totals)
 # ANCHOR_END: parse
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import results, stats
+from ...bounds import NO_LIMIT, Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...errors import PerflabError
@@ -19,7 +20,6 @@ from ...sequential import DECIDED, MAX_RUNS, Plan, Race, race
 from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
-from ...bounds import NO_LIMIT, Bound
 from . import noise, oslat, recorded, tracepoints
 from .completions import SOURCE_DIR, block_plan, disk_plan, judge_block, measure_block
 from .procstat import read_table
@@ -194,7 +194,12 @@ class FirstCoreIpi(Lab):
         result = results.new_result(self.name, "run", machine.summary(), {**asdict(placement), **asdict(settings)})
         plan = block_plan(machine, default_root())  # first: a bad PERFLAB_BLOCK_DEVICE stops the run at once
         result["bystander"] = measure_bystander(placement, settings, progress)
-        result["block"] = {"plan": plan, "samples": [] if "skipped" in plan else measure_block(plan, settings.block_rounds, settings.reads, progress)}
+        result["block"] = {
+            "plan": plan,
+            "samples": []
+            if "skipped" in plan
+            else measure_block(plan, settings.block_rounds, settings.reads, progress),
+        }
         result["tracepoints"] = tracepoints.count_workloads(placement.victim, placement.aggressor, settings.ops,
                                                             settings.reads, plan, machine, progress)
         watched = plan if "skipped" not in plan else disk_plan(machine, default_root())  # part 2's disk, if it has one
@@ -227,7 +232,9 @@ class FirstCoreIpi(Lab):
         if "noise" in result:  # nor the osnoise hunt
             notes += noise.notes(result["noise"])
             if "skipped" in result["noise"]:
-                notes += [f"recorded in the wide VM under TCG: {line}" for line in noise.notes(recorded.load_hunt()["hunt"])]
+                notes += [
+                    f"recorded in the wide VM under TCG: {line}" for line in noise.notes(recorded.load_hunt()["hunt"])
+                ]
         shown = f"{effect.text()}"
         if verdict == "reproduced" and block_ok is False:
             return Verdict(self.name, "not-reproduced", f"{shown}; but block completions did not land where "

@@ -10,11 +10,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ... import results, stats
+from ...bounds import NO_LIMIT
 from ...cpulist import check_cpus
 from ...probe import Machine
 from ...verdict import Verdict
 from .. import Bound, Lab
-from ...bounds import NO_LIMIT
 from .hunt import hunt, hunt_note
 from .stencil import ALIGNED, MIN_EFFECT, decide, kept, layout_note, padded, race_stencil
 from .sweep import finding_note, findings, measure_sweep
@@ -69,11 +69,24 @@ class FourKAliasing(Lab):
     RUNS = ("max_rounds",)
     OPTIONS = {"padding": PADDINGS}
     EMULATED = "an emulated CPU has no store buffer of its own whose address check could match falsely"
-    BOUNDS = (Bound("time per element of the copy-scale loop (ns)", 0.01, NO_LIMIT, "no core loads, scales and stores "
-                    "16 floats a cycle at 6 GHz", lambda result: [s["ns_per_element"] for s in result["sweep"]["samples"]]),
-              Bound("stencil MFLOPS", 0, 400_000, "one core's peak is 64 single-precision flops a cycle at 6 GHz",
-                    lambda result: [v for arm in result.get("stencil", {"race": {"values": {}}})["race"]["values"].values()
-                                   for v in arm]))  # a sweep's result (its exercise's) has no stencil
+    BOUNDS = (
+        Bound(
+            "time per element of the copy-scale loop (ns)",
+            0.01,
+            NO_LIMIT,
+            "no core loads, scales and stores 16 floats a cycle at 6 GHz",
+            lambda result: [s["ns_per_element"] for s in result["sweep"]["samples"]],
+        ),
+        Bound(
+            "stencil MFLOPS",
+            0,
+            400_000,
+            "one core's peak is 64 single-precision flops a cycle at 6 GHz",
+            lambda result: [
+                v for arm in result.get("stencil", {"race": {"values": {}}})["race"]["values"].values() for v in arm
+            ],
+        ),
+    )  # a sweep's result (its exercise's) has no stencil
     CANNOT_SHOW = ("An Intel core with a PMU counts it: `perf stat -e ld_blocks_partial.address_alias` "
                    "(ld_blocks.address_alias on newer cores); the source's own runs are drawn in the figures.")
 

@@ -53,7 +53,9 @@ def race_stencil(cpu: int, padding: int, settings, progress: bool = True) -> dic
     def one_round(_r: int, order: list[str]) -> dict[str, float]:
         measured = {}
         for arm in order:
-            records = run_records(stencil_argv(binary, arms[arm], settings.stencil_sweeps, settings.stencil_repeats, cpu))
+            records = run_records(
+                stencil_argv(binary, arms[arm], settings.stencil_sweeps, settings.stencil_repeats, cpu)
+            )
             layouts[arm] = next(r["page_offsets"] for r in records if r.get("type") == "layout")
             measured[arm] = mflops_of(records)
         return measured

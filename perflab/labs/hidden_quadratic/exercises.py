@@ -18,10 +18,18 @@ from ...grading.answers import saved_result
 from ...grading.kernel import CallError, FunctionAnswer
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...sequential import Plan
-from .export import EXPORT_SIZES, EXPORT_SOURCE, build_export, export_argv, fit, known_fix, known_wrong_fix, time_versions
+from .export import (
+    EXPORT_SIZES,
+    EXPORT_SOURCE,
+    build_export,
+    export_argv,
+    fit,
+    known_fix,
+    known_wrong_fix,
+    time_versions,
+)
 from .programs import LOOKUP_SIZES, crossover, lookup_medians
 from .run import LAB, MIN_FIX_EFFECT, QUADRATIC_FROM
-
 
 # --- predict the crossover ----------------------------------------------------------------------------------
 
@@ -55,7 +63,9 @@ def _crossover_check(answers) -> Check:
             shown = ", ".join(f"{n}: {a:.3g}/{b:.3g}" for n, a, b in zip(*arguments))
             return Check(f"crossover on fresh curves (n: linear/binary ns) {shown[:120]}...", FAILED, repr(expected),
                          repr(got))
-    return Check(f"crossover on {len(learner.results)} fresh pairs of curves", PASSED, "matches the reference", "matches")
+    return Check(
+        f"crossover on {len(learner.results)} fresh pairs of curves", PASSED, "matches the reference", "matches"
+    )
 
 
 @calls(crossover=fresh_curves)

@@ -113,4 +113,5 @@ def known_wrong_fix(source: str) -> str:
             "    p = put_uint(p, r->dst);\n    *p++ = ',';\n    p = put_uint(p, r->bytes);\n    *p++ = '\\n';\n"
             "    *p = '\\0';\n    return (int)(p - line);\n")
     fixed = source.replace(slow, fast)
-    return fixed.replace("__attribute__((noinline)) int format_record", digits + "__attribute__((noinline)) int format_record", 1)
+    return fixed.replace("__attribute__((noinline)) int format_record", digits + "__attribute__((noinline)) int "
+                                                                                 "format_record", 1)

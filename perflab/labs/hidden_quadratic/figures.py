@@ -94,8 +94,12 @@ def flame_graph(folded: dict[str, int], title: str = "", min_share: float = 0.00
         for name in sorted(children):
             width = children[name]["count"] / total
             if width >= min_share:
-                hue = 0.8 - 0.5 * (zlib.crc32(name.encode()) % 100) / 100  # warm colours, the same for a name in every run
-                ax.add_patch(Rectangle((x, level), width, 0.95, facecolor=(1, hue, 0.2), edgecolor="white", linewidth=0.5))
+                hue = (
+                    0.8 - 0.5 * (zlib.crc32(name.encode()) % 100) / 100
+                )  # warm colours, the same for a name in every run
+                ax.add_patch(
+                    Rectangle((x, level), width, 0.95, facecolor=(1, hue, 0.2), edgecolor="white", linewidth=0.5)
+                )
                 if width > 0.04:
                     label = f"{name} {width:.0%}"
                     ax.text(x + 0.003, level + 0.45, label[:int(width * 150)], va="center", fontsize=7)

@@ -7,16 +7,26 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ... import results, stats
+from ...bounds import NO_LIMIT
 from ...cpulist import check_cpus
 from ...errors import PerflabError
 from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Effect, Verdict
 from .. import Bound, Lab
-from ...bounds import NO_LIMIT
 from . import profile
-from .programs import (ARMS, FLOW_SIZES, LOOKUP_SIZES, SMALL_N, arm, crossover, flows_profile_argv, lookup_medians,
-                       round_runner, sweep_lookups)
+from .programs import (
+    ARMS,
+    FLOW_SIZES,
+    LOOKUP_SIZES,
+    SMALL_N,
+    arm,
+    crossover,
+    flows_profile_argv,
+    lookup_medians,
+    round_runner,
+    sweep_lookups,
+)
 
 MIN_SCAN_EFFECT = 0.10  # the O(n) scan must be at least 10% faster per lookup than the O(log n) search
 QUADRATIC_FROM = 1.5  # an exponent above this is closer to n^2 than to n
@@ -110,7 +120,9 @@ def prediction(machine: Machine) -> str:
 def profile_both(cpu: int, seconds: float) -> tuple[dict[str, dict[str, int]] | None, str | None]:
     """perf record -g on each version of the expiry pass at the largest table: folded stacks, or why none."""
     try:
-        return {v: profile.record(flows_profile_argv(v, FLOW_SIZES[-1], seconds, cpu)) for v in ("quadratic", "fixed")}, None
+        return {
+            v: profile.record(flows_profile_argv(v, FLOW_SIZES[-1], seconds, cpu)) for v in ("quadratic", "fixed")
+        }, None
     except PerflabError as err:
         return None, str(err)
 
@@ -120,10 +132,12 @@ def profile_note(profiles: dict[str, dict[str, int]] | None, why: str | None) ->
         return f"no profile: {why}"
     before, after = profiles["quadratic"], profiles["fixed"]
     top_before, top_after = profile.hottest(before), profile.hottest(after)
-    return (f"perf record -g (cpu-clock) at n={FLOW_SIZES[-1]}: bit_ffs_at in {profile.share(before, 'bit_ffs_at'):.0%} "
-            f"of the O(n^2) pass's samples ({sum(before.values())}), hottest {top_before[0]} ({top_before[1]:.0%}); "
-            f"after the fix in {profile.share(after, 'bit_ffs_at'):.0%} of {sum(after.values())}, hottest "
-            f"{top_after[0]} ({top_after[1]:.0%})")
+    return (
+        f"perf record -g (cpu-clock) at n={FLOW_SIZES[-1]}: bit_ffs_at in {profile.share(before, 'bit_ffs_at'):.0%} "
+        f"of the O(n^2) pass's samples ({sum(before.values())}), hottest {top_before[0]} ({top_before[1]:.0%}); "
+        f"after the fix in {profile.share(after, 'bit_ffs_at'):.0%} of {sum(after.values())}, hottest "
+        f"{top_after[0]} ({top_after[1]:.0%})"
+    )
 
 
 def per_flow(result: dict[str, Any]) -> list[float]:
@@ -133,7 +147,8 @@ def per_flow(result: dict[str, Any]) -> list[float]:
 
 
 class HiddenQuadratic(Lab):
-    """Big O is not performance, and a quadratic hides until scale: a lookup sweep, an expiry pass raced and profiled."""
+    """Big O is not performance, and a quadratic hides until scale: a lookup sweep, an expiry pass raced and
+    profiled."""
 
     name = "hidden-quadratic"
     QUICK = Settings(sweep_rounds=10, visit_ms=1, race_rounds=40, race_budget_s=25, profile_s=1)

@@ -43,8 +43,10 @@ def described_machine() -> Machine:
         topology[str(cpu)] = {"package": core // 8, "die": 0, "core": core % 8, "smt_siblings": [core, core + 16],
                               "node": core // 8}
     for core in range(16):
-        caches += [{"level": 1, "type": "Data", "size_kib": 32, "cpus": [core, core + 16], "ways": 8, "line_size": 64},
-                   {"level": 2, "type": "Unified", "size_kib": 256, "cpus": [core, core + 16], "ways": 8, "line_size": 64}]
+        caches += [
+            {"level": 1, "type": "Data", "size_kib": 32, "cpus": [core, core + 16], "ways": 8, "line_size": 64},
+            {"level": 2, "type": "Unified", "size_kib": 256, "cpus": [core, core + 16], "ways": 8, "line_size": 64},
+        ]
     for socket in range(2):
         cpus = [c for c in range(32) if topology[str(c)]["package"] == socket]
         caches.append({"level": 3, "type": "Unified", "size_kib": 20480, "cpus": cpus, "ways": 20, "line_size": 64})
@@ -100,7 +102,9 @@ def _fresh_measurement(machine, claim) -> Check:
     if claim not in (True, False, None):
         return Check(name, FAILED, "True, False or None (your run could not decide)", repr(claim))
     if claim is None:
-        return Check(name, INCONCLUSIVE, "True or False", "None: your own run could not decide; rerun it with more runs")
+        return Check(
+            name, INCONCLUSIVE, "True or False", "None: your own run could not decide; rerun it with more runs"
+        )
     try:
         pair = LAB.placement_here(machine=machine)
     except CannotShow as reason:

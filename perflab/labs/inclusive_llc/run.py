@@ -6,13 +6,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ... import results, stats
+from ...bounds import NO_LIMIT, Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import CannotShow, Lab
-from ...bounds import NO_LIMIT, Bound
 from .programs import PMU_EVENTS, Aggressor, pmu_events, run_victim, timeline, victim_argv
 
 SOURCE_DIR = "labs/02-inclusive-llc"
@@ -119,8 +119,15 @@ def sweep(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress
             return ns
 
         plan = Plan(ROUNDS_PER_LOOK, settings.rounds, settings.budget_s)
-        raced = race(list(sizes), one_round, lambda ns, alpha: judge_sweep(ns, alpha, fractions)[0] in DECIDED, plan,
-                     control=ALONE, desc="victim alone and beside each aggressor size, until decided", progress=progress)
+        raced = race(
+            list(sizes),
+            one_round,
+            lambda ns, alpha: judge_sweep(ns, alpha, fractions)[0] in DECIDED,
+            plan,
+            control=ALONE,
+            desc="victim alone and beside each aggressor size, until decided",
+            progress=progress,
+        )
     return {"sizes": sizes, "race": raced.to_json(), "ns_per_access": raced.kept_values(),
             "aggressor_gb_per_s": {k: v for k, v in gbps.items() if v}, "counters": counts if events else {}}
 # ANCHOR_END: measure
@@ -248,8 +255,15 @@ class InclusiveLLC(Lab):
         """The sweep, then one long victim run that draws the eviction as it happens."""
         events = pmu_events(machine)
         measured = sweep(pair, settings, tuple(events), progress, settings.fractions)
-        picture = timeline(ensure_built(SOURCE_DIR, "victim"), ensure_built(SOURCE_DIR, "aggressor"), pair.victim_cpu,
-                           pair.aggressor_cpu, pair.working_set, int(FRACTIONS[-1] * pair.llc_bytes), settings.timeline_ms)
+        picture = timeline(
+            ensure_built(SOURCE_DIR, "victim"),
+            ensure_built(SOURCE_DIR, "aggressor"),
+            pair.victim_cpu,
+            pair.aggressor_cpu,
+            pair.working_set,
+            int(FRACTIONS[-1] * pair.llc_bytes),
+            settings.timeline_ms,
+        )
         result = results.new_result(self.name, "sweep", machine.summary(), {
             "victim_cpu": pair.victim_cpu, "aggressor_cpu": pair.aggressor_cpu, "llc": pair.llc,
             "llc_bytes": pair.llc_bytes, "working_set": pair.working_set, "events": events, **asdict(settings)})

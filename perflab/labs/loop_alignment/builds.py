@@ -65,7 +65,8 @@ def seed_builds(variants: tuple[Variant, ...] = SEED_VARIANTS) -> tuple[dict[str
     built, skipped = {}, []
     for variant in variants:
         if shutil.which(variant.compiler) is None:
-            skipped.append(f"{variant.name}: {variant.compiler} is not installed (deps/debian.txt lists it; run `make lab`)")
+            skipped.append(f"{variant.name}: {variant.compiler} is not installed (deps/debian.txt lists it; run `make "
+                           "lab`)")
             continue
         built[variant.name] = build_variant(SEED_SOURCE, variant, SEED_BUILD_DIR)
     return built, skipped
@@ -74,7 +75,9 @@ def seed_builds(variants: tuple[Variant, ...] = SEED_VARIANTS) -> tuple[dict[str
 def measure_builds(built: dict[str, Path], iterations: int, runs: int, cpu: int, desc: str,
                    progress: bool = True, wait: bool = True) -> dict[str, list[float]]:
     """ns per iteration of each build, the builds interleaved run by run, all pinned to one CPU."""
-    configs = [Config(name, ["taskset", "-c", str(cpu), str(binary), str(iterations)]) for name, binary in built.items()]
+    configs = [
+        Config(name, ["taskset", "-c", str(cpu), str(binary), str(iterations)]) for name, binary in built.items()
+    ]
     with measurement_lock(f"perflab {LAB.name} {desc}", wait=wait):
         runs_by_build = interleave(configs, runs, desc=desc, progress=progress)
     return {name: run.values("ns_per_iter") for name, run in runs_by_build.items()}
@@ -96,8 +99,12 @@ def seed_side_by_side(cpu: int | None = None, settings: Settings | None = None, 
     times = measure_builds(built, settings.seed_iterations, settings.seed_runs, cpu, f"{len(built)} builds of seed.c",
                            progress, wait)
     result = results.new_result(LAB.name, "seed", machine.summary(), {"cpu": cpu, **asdict(settings)})
-    result.update(layouts=layouts, ns_per_iter=times, skipped=skipped,
-                  compilers={c: compiler_version(c) for c in sorted({v.compiler for v in SEED_VARIANTS}) if shutil.which(c)})
+    result.update(
+        layouts=layouts,
+        ns_per_iter=times,
+        skipped=skipped,
+        compilers={c: compiler_version(c) for c in sorted({v.compiler for v in SEED_VARIANTS}) if shutil.which(c)},
+    )
     result["path"] = str(results.save(result))
     return result
 
@@ -105,7 +112,10 @@ def seed_side_by_side(cpu: int | None = None, settings: Settings | None = None, 
 def seed_table(result: dict[str, Any]) -> str:
     """One row per build: where its loop sits, what it crosses, its time, and its speed against gcc -O2."""
     base = stats.median(result["ns_per_iter"][SEED_BASELINE]) if SEED_BASELINE in result["ns_per_iter"] else None
-    rows = [f"{'build':<48} {'loop at':>8} {'bytes':>5} {'64B line':>8} {'jump@32B':>8} {'ns/iter':>8}  95% CI          vs -O2"]
+    rows = [
+        f"{'build':<48} {'loop at':>8} {'bytes':>5} {'64B line':>8} {'jump@32B':>8} {'ns/iter':>8}  95% CI          "
+        "vs -O2"
+    ]
     for name, times in result["ns_per_iter"].items():
         shape = result["layouts"][name]
         low, high = stats.bootstrap_ci(times, stats.median) if len(times) >= 3 else (float("nan"), float("nan"))

@@ -12,11 +12,16 @@ from pathlib import Path
 
 def add_commands(commands) -> None:
     p = commands.add_parser(
-        "layout", help="where a function's innermost loop sits on 64-byte lines (from objdump)",
+        "layout",
+        help="where a function's innermost loop sits on 64-byte lines (from objdump)",
         description="Disassemble one function of an x86-64 binary with objdump, find its innermost loop, and lay "
-                    "its instructions out on 64-byte lines and 32-byte windows, marking each boundary the loop "
-                    "or its closing jump crosses.",
-        examples=("perflab layout build/06-loop-alignment/offset_sweep alu_loop_46", "perflab layout ./a.out main --json"))
+        "its instructions out on 64-byte lines and 32-byte windows, marking each boundary the loop "
+        "or its closing jump crosses.",
+        examples=(
+            "perflab layout build/06-loop-alignment/offset_sweep alu_loop_46",
+            "perflab layout ./a.out main --json",
+        ),
+    )
     p.add_argument("binary", help="an x86-64 ELF binary")
     p.add_argument("function", help="the function whose innermost loop to show (a symbol objdump knows)")
     p.add_argument("--json", action="store_true", help="the loop's bytes and boundary facts as JSON")

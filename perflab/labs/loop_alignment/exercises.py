@@ -44,8 +44,10 @@ def exercise_slow_build(compiler: str = "gcc") -> Variant:
     slow = Variant(f"{compiler}, slow build", compiler, EXERCISE_FLAGS + (f"-DPADDING={padding}",))
     loop = function_loop(build_variant(EXERCISE_SOURCE, slow, EXERCISE_BUILD_DIR), EXERCISE_FUNCTION)
     if not layout.crosses(loop.branch.address, loop.branch.end, layout.LINE):
-        raise PerflabError(f"{compiler} laid out checksum.c differently than expected (jump at {loop.branch.address:#x}); "
-                           "report this with `perflab probe --json` and your compiler version")
+        raise PerflabError(
+            f"{compiler} laid out checksum.c differently than expected (jump at {loop.branch.address:#x}); "
+            "report this with `perflab probe --json` and your compiler version"
+        )
     return slow
 
 
@@ -72,8 +74,13 @@ def try_fix(fix_flags: list[str], runs: int = 10, iterations: int = 20_000_000, 
     times = measure_builds(built, iterations, runs, LAB.placement_here([cpu] if cpu is not None else None, machine),
                            "slow build vs your fix", progress)
     speedup = stats.median(times[slow.name]) / stats.median(times[fixed.name])
-    return {"layouts": {name: layout.render_lines(function_loop(binary, EXERCISE_FUNCTION)) for name, binary in built.items()},
-            "ns_per_iter": times, "speedup": speedup}
+    return {
+        "layouts": {
+            name: layout.render_lines(function_loop(binary, EXERCISE_FUNCTION)) for name, binary in built.items()
+        },
+        "ns_per_iter": times,
+        "speedup": speedup,
+    }
 
 
 # --- the checks ----------------------------------------------------------------------------------------
@@ -98,8 +105,14 @@ def slow_build_fix(ns: dict) -> list[Check]:
 
     start = ns.get("LOOP_START_IN_LINE")
     expected_start = slow_loop.start % layout.LINE
-    checks.append(Check("where the slow build's loop starts in its 64-byte line", PASSED if start == expected_start else FAILED,
-                        f"{expected_start} (objdump: loop at {slow_loop.start:#x})", repr(start)))
+    checks.append(
+        Check(
+            "where the slow build's loop starts in its 64-byte line",
+            PASSED if start == expected_start else FAILED,
+            f"{expected_start} (objdump: loop at {slow_loop.start:#x})",
+            repr(start),
+        )
+    )
 
     fix = ns.get("FIX_FLAGS")
     valid = isinstance(fix, (list, tuple)) and fix and not not_layout_flags(list(fix))

@@ -32,14 +32,28 @@ def sweep_figure(result: dict[str, Any]):
     for o in crossing:
         ax.axvspan(o - 0.5, o + 0.5, color="#fde0c5", zorder=0, linewidth=0)
     colours = ["#d62728" if o in slow else "#1f77b4" for o in offsets]
-    ax.errorbar(offsets, medians, yerr=[[m - lo for m, (lo, _) in zip(medians, cis)], [hi - m for m, (_, hi) in zip(medians, cis)]],
-                fmt="none", ecolor="grey", elinewidth=0.8, zorder=1)
+    ax.errorbar(
+        offsets,
+        medians,
+        yerr=[[m - lo for m, (lo, _) in zip(medians, cis)], [hi - m for m, (_, hi) in zip(medians, cis)]],
+        fmt="none",
+        ecolor="grey",
+        elinewidth=0.8,
+        zorder=1,
+    )
     ax.scatter(offsets, medians, c=colours, s=14, zorder=2)
     ax.set_xlabel("loop start offset (bytes past a 256-byte boundary); lines at 16 (dotted), 32 (dashed), 64 (solid)")
     ax.set_ylabel("ns per iteration (median, 95% CI)")
     ax.set_xlim(offsets[0] - 1, offsets[-1] + 1)
-    ax.text(0.01, 0.97, f"{result['params']['loop']} loop: red = slow on 3 visits of 4; shaded = the loop crosses a 64-byte line",
-            transform=ax.transAxes, va="top", fontsize=9, backgroundcolor="white")
+    ax.text(
+        0.01,
+        0.97,
+        f"{result['params']['loop']} loop: red = slow on 3 visits of 4; shaded = the loop crosses a 64-byte line",
+        transform=ax.transAxes,
+        va="top",
+        fontsize=9,
+        backgroundcolor="white",
+    )
     figure.tight_layout()
     return figure
 
@@ -115,11 +129,17 @@ def build_panel():
     compilers = [c for c in ("gcc", "clang") if shutil.which(c)]
     compiler = widgets.Dropdown(options=compilers, value=compilers[0], description="compiler")
     level = widgets.Dropdown(options=["-O0", "-O1", "-O2", "-O3"], value="-O2", description="level")
-    extras = {flag: widgets.Checkbox(value=False, description=label, style={"description_width": "initial"},
-                                     layout=widgets.Layout(width="auto"))
-              for flag, label in (("-DEXTRA_NOP", "one more nop in foo"), ("-falign-functions=16", "-falign-functions=16"),
-                                  ("-falign-loops=64", "-falign-loops=64"),
-                                  ("-Wa,-mbranches-within-32B-boundaries", "-Wa,-mbranches-within-32B-boundaries"))}
+    extras = {
+        flag: widgets.Checkbox(
+            value=False, description=label, style={"description_width": "initial"}, layout=widgets.Layout(width="auto")
+        )
+        for flag, label in (
+            ("-DEXTRA_NOP", "one more nop in foo"),
+            ("-falign-functions=16", "-falign-functions=16"),
+            ("-falign-loops=64", "-falign-loops=64"),
+            ("-Wa,-mbranches-within-32B-boundaries", "-Wa,-mbranches-within-32B-boundaries"),
+        )
+    }
     def build_and_race():
         flags = (level.value, *(flag for flag, box in extras.items() if box.value))
         mine = Variant(f"{compiler.value} {' '.join(flags)}", compiler.value, flags)

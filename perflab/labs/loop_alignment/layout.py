@@ -135,7 +135,11 @@ class Loop:
     def branch_span(self) -> tuple[int, int]:
         """Bytes of the closing jump, with the instruction fused to it when there is one."""
         branch = self.branch
-        if len(self.instructions) > 1 and _FUSING.fullmatch(self.instructions[-2].mnemonic) and branch.is_conditional_jump():
+        if (
+            len(self.instructions) > 1
+            and _FUSING.fullmatch(self.instructions[-2].mnemonic)
+            and branch.is_conditional_jump()
+        ):
             return self.instructions[-2].address, branch.end
         return branch.address, branch.end
 
@@ -148,7 +152,8 @@ def find_loop(instructions: list[Instruction]) -> Loop:
     branch = min(backward, key=lambda i: i.end - i.target())
     body = tuple(i for i in instructions if branch.target() <= i.address <= branch.address)
     if not body or body[0].address != branch.target():
-        raise PerflabError(f"the backward jump at {branch.address:#x} lands inside an instruction: not a loop objdump can show")
+        raise PerflabError(f"the backward jump at {branch.address:#x} lands inside an instruction: not a loop objdump "
+                           "can show")
     return Loop(body)
 
 
@@ -170,7 +175,8 @@ def boundary_facts(loop: Loop) -> dict[str, bool]:
         "crosses 64-byte line": crosses(loop.start, loop.end, LINE),
         "jump crosses 64-byte line": crosses(branch_start, branch_end, LINE),
         "crosses 32-byte window": crosses(loop.start, loop.end, WINDOW),
-        "jump crosses or ends on 32-byte boundary": crosses(branch_start, branch_end, WINDOW) or ends_on(branch_end, WINDOW),
+        "jump crosses or ends on 32-byte boundary": crosses(branch_start, branch_end, WINDOW)
+        or ends_on(branch_end, WINDOW),
         "crosses 16-byte block": crosses(loop.start, loop.end, FETCH),
     }
 # ANCHOR_END: boundaries
@@ -205,9 +211,13 @@ def render_lines(loop: Loop) -> str:
         elif crosses(i.address, i.end, WINDOW):
             mark = "<-- crosses a 32-byte window"
         branch = "*" if i.address >= branch_start else " "
-        rows.append(f"{line:#010x}  {half}  +{i.address % LINE:2d} {branch} {i.raw.hex(' '):<24} {i.text:<32} {mark}".rstrip())
+        rows.append(
+            f"{line:#010x}  {half}  +{i.address % LINE:2d} {branch} {i.raw.hex(' '):<24} {i.text:<32} {mark}".rstrip()
+        )
     facts = boundary_facts(loop)
     summary = ", ".join(name for name, true in facts.items() if true) or "inside one 16-byte block"
-    header = f"loop {loop.start:#x}-{loop.end:#x}: {loop.size} bytes, starts at +{loop.start % LINE} in its line; {summary}"
+    header = (
+        f"loop {loop.start:#x}-{loop.end:#x}: {loop.size} bytes, starts at +{loop.start % LINE} in its line; {summary}"
+    )
     return "\n".join([header, "line        half      off   bytes                    instruction"] + rows)
 # ANCHOR_END: render

@@ -10,6 +10,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ... import results, stats
+from ...bounds import NO_LIMIT, Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...probe import Machine
@@ -17,7 +18,6 @@ from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import Lab
-from ...bounds import NO_LIMIT, Bound
 from . import layout
 
 SOURCE_DIR = "labs/06-loop-alignment"
@@ -158,7 +158,9 @@ def sweep(loop: str, cpu: int, settings: Settings, progress: bool = True,
     facts = {o: layout.boundary_facts(layouts[o]) for o in by_offset}
     found = classify(by_offset)
     found["medians"] = {str(o): m for o, m in found["medians"].items()}  # JSON keys are strings
-    result = results.new_result(LoopAlignment.name, "sweep", machine.summary(), {"loop": loop, "cpu": cpu, **asdict(settings)})
+    result = results.new_result(
+        LoopAlignment.name, "sweep", machine.summary(), {"loop": loop, "cpu": cpu, **asdict(settings)}
+    )
     result.update(meta=meta, samples=samples, layouts={str(o): layout.describe(layouts[o]) for o in by_offset},
                   classification=found, explanation=explain(found["slow"], facts), notes=notes)
     return result
@@ -176,8 +178,15 @@ def confirm(sweep_result: dict[str, Any], settings: Settings, progress: bool = T
         return {str(s["offset"]): s["ns_per_iter"] for s in found}
 
     plan = Plan(ROUNDS_PER_LOOK, settings.confirm_rounds, settings.confirm_budget_s)
-    raced = race([str(fast), str(slow)], one_round, lambda values, alpha: decide(values, fast, slow, alpha)[0] in DECIDED,
-                 plan, control=str(fast), desc=f"offset {slow} vs {fast}, until decided", progress=progress)
+    raced = race(
+        [str(fast), str(slow)],
+        one_round,
+        lambda values, alpha: decide(values, fast, slow, alpha)[0] in DECIDED,
+        plan,
+        control=str(fast),
+        desc=f"offset {slow} vs {fast}, until decided",
+        progress=progress,
+    )
     return {"fastest": fast, "slowest": slow, "race": raced.to_json()}
 
 
@@ -203,9 +212,12 @@ def rates(ns_per_iter: list[float]) -> list[float]:
 
 def pmu_note(machine: Machine) -> str:
     if machine.value("hw_pmu"):
-        return ("this machine has a hardware PMU: count the front end's uop sources for a slow and a fast offset with "
-                "`perf stat -e idq.dsb_uops,idq.mite_uops,idq.lsd_uops -- build/06-loop-alignment/offset_sweep -o 46 -s 20` "
-                "(event names differ between generations: see `perf list frontend`)")
+        return (
+            "this machine has a hardware PMU: count the front end's uop sources for a slow and a fast offset with "
+            "`perf stat -e idq.dsb_uops,idq.mite_uops,idq.lsd_uops -- "
+            "build/06-loop-alignment/offset_sweep -o 46 -s 20` "
+            "(event names differ between generations: see `perf list frontend`)"
+        )
     return ("no hardware PMU here (a VM without a virtual PMU): timing only. On bare metal, `perf stat -e "
             "idq.dsb_uops,idq.mite_uops` on a slow and a fast offset shows where the uops came from")
 
@@ -242,7 +254,9 @@ class LoopAlignment(Lab):
         """The CPU the loops run on, whichever loop."""
         return [placement]
 
-    def measure(self, machine: Machine, cpu: int, settings: Settings, progress: bool, loop: str = "alu") -> dict[str, Any]:
+    def measure(
+        self, machine: Machine, cpu: int, settings: Settings, progress: bool, loop: str = "alu"
+    ) -> dict[str, Any]:
         """The sweep, then a fresh race of its slowest offset against its fastest."""
         result = sweep(loop, cpu, settings, progress, machine)
         result["confirmation"] = confirm(result, settings, progress)
@@ -256,12 +270,14 @@ class LoopAlignment(Lab):
         verdict, reason, effect = decide(kept, fast, slow, raced.alpha_per_look)
         times = {o: stats.median(v) for o, v in kept.items()}
         notes = [
-            f"{result['params']['loop']} loop on CPU {result['params']['cpu']}: {times[str(fast)]:.3f} ns per iteration "
+            f"{result['params']['loop']} loop on CPU {result['params']['cpu']}: "
+            f"{times[str(fast)]:.3f} ns per iteration "
             f"at offset {fast}, {times[str(slow)]:.3f} ns at offset {slow}: x{times[str(slow)] / times[str(fast)]:.2f} "
             f"(fresh race of {raced.rounds} rounds in {raced.looks} looks, medians)",
             f"slow offsets (>= {MIN_EFFECT:.0%} slower than offset {fast} on 3 visits of 4, significant): "
             f"{offset_ranges(classification['slow'])}",
-            *result["notes"], *raced.notes,
+            *result["notes"],
+            *raced.notes,
         ]
         if classification["sometimes_slow"]:
             notes.append(f"slow on some visits only: {offset_ranges(classification['sometimes_slow'])}. The front end "

@@ -88,7 +88,8 @@ def names_check(ns: Answers, name: str) -> Check:
     if not isinstance(learner, FunctionAnswer):
         return Check(f"{name} is defined", FAILED, "a function defined in your notebook", "not defined")
     if learner.module != "__main__":
-        return Check(f"{name} is your own", FAILED, "a function written in your notebook", f"a function from {learner.module}")
+        return Check(f"{name} is your own", FAILED, "a function written in your notebook", "a function from "
+                                                                                           f"{learner.module}")
     for arguments, got in zip(ns.inputs[name], learner.results):
         expected = flood_suspect(*arguments)
         if got != expected:
@@ -133,9 +134,15 @@ def predict_slowdown(ns: Answers) -> list[Check]:
     gbps = {m: stats.median([p["gb_per_s"] for p in measured["neighbour_periods"][m]]) for m in ("write", "nt-write")}
     predicted = predicted_write_slowdown(slowdown["nt-write"], gbps["nt-write"], gbps["write"])
     close = abs(predicted - slowdown["write"]) <= max(PREDICTION_TOLERANCE * abs(slowdown["write"]), PREDICTION_SLACK)
-    checks.append(Check("the model on a fresh race here", PASSED if close else INCONCLUSIVE,
-                        f"{slowdown['write']:+.1%} beside plain stores ({gbps['write']:.1f} GB/s), within "
-                        f"{PREDICTION_TOLERANCE:.0%} of it or {PREDICTION_SLACK * 100:.0f} points", f"{predicted:+.1%} predicted from {slowdown['nt-write']:+.1%} "
-                        f"beside non-temporal stores ({gbps['nt-write']:.1f} GB/s)"
-                        + ("" if close else ": the model missed on this run; what else do plain stores do?")))
+    checks.append(
+        Check(
+            "the model on a fresh race here",
+            PASSED if close else INCONCLUSIVE,
+            f"{slowdown['write']:+.1%} beside plain stores ({gbps['write']:.1f} GB/s), within "
+            f"{PREDICTION_TOLERANCE:.0%} of it or {PREDICTION_SLACK * 100:.0f} points",
+            f"{predicted:+.1%} predicted from {slowdown['nt-write']:+.1%} "
+            f"beside non-temporal stores ({gbps['nt-write']:.1f} GB/s)"
+            + ("" if close else ": the model missed on this run; what else do plain stores do?"),
+        )
+    )
     return checks

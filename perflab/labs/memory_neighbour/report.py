@@ -33,7 +33,9 @@ def rss_note(result: dict[str, Any]) -> str:
     ram = result["params"]["ram_bytes"]
     neighbours = [values for name, values in result["rss_bytes"].items() if name.startswith("neighbour")]
     low, high = sum(min(v) for v in neighbours), sum(max(v) for v in neighbours)
-    held = f"stayed at {size(int(high))}" if high <= STEADY * low else f"went from {size(int(low))} to {size(int(high))}"
+    held = (
+        f"stayed at {size(int(high))}" if high <= STEADY * low else f"went from {size(int(low))} to {size(int(high))}"
+    )
     gbps = {STORES[m]: stats.median([p["gb_per_s"] for p in result["neighbour_periods"][m]]) for m in STORES
             if result["neighbour_periods"][m]}
     shown = ", ".join(f"{size(int(v))}" + (f" ({v / ram:.1%} of RAM)" if ram else "") + f" {name}"
@@ -60,7 +62,8 @@ def measured_notes(result: dict[str, Any]) -> list[str]:
         f"more) and a near one of {size(params['near_bytes'])} (half its L2); neighbour(s) on CPU {cpus} with "
         f"{size(params['neighbour_bytes'])} of buffer",
         *medians_note(ns),
-        f"the near victim beside the streaming neighbour vs the computing one: {slowdown(ns, arm('near', 'write'), arm('near', 'compute'))} "
+        "the near victim beside the streaming neighbour vs the computing one: "
+        f"{slowdown(ns, arm('near', 'write'), arm('near', 'compute'))} "
         "(the control: inside its L2 it never asks the memory controller)",
         f"the far victim beside non-temporal stores vs the computing neighbour: "
         f"{slowdown(ns, arm('far', 'nt-write'), arm('far', 'compute'))} (stores that bypass the caches: "

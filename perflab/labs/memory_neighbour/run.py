@@ -7,12 +7,12 @@ from dataclasses import asdict
 from typing import Any
 
 from ... import results, stats
+from ...bounds import NO_LIMIT
 from ...cpulist import check_cpus
 from ...probe import Machine
 from ...sequential import DECIDED, Race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import Bound, CannotShow, Lab
-from ...bounds import NO_LIMIT
 from . import monitors
 from .measure import Placement, Settings, arm, measure_race
 from .programs import ram_bytes
@@ -72,11 +72,22 @@ class MemoryNeighbour(Lab):
     FULL = Settings(max_rounds=200, budget_s=180, victim_ms=200, rounds_per_look=5)
     RUNS = ("max_rounds",)
     EMULATED = "an emulated CPU has no caches and no memory controller queues of its own to fill"
-    BOUNDS = (Bound("victim's time per access (ns)", 0.4, NO_LIMIT, "a dependent load takes at least an L1 hit, "
-                    "four cycles of a 6 GHz clock", lambda result: [v for arm in result["race"]["values"].values()
-                                                                      for v in arm]),
-              Bound("neighbour's GB/s", 0, 1200, "one core cannot write faster than its L1 takes stores",
-                    lambda result: [p["gb_per_s"] for periods in result["neighbour_periods"].values() for p in periods]))
+    BOUNDS = (
+        Bound(
+            "victim's time per access (ns)",
+            0.4,
+            NO_LIMIT,
+            "a dependent load takes at least an L1 hit, four cycles of a 6 GHz clock",
+            lambda result: [v for arm in result["race"]["values"].values() for v in arm],
+        ),
+        Bound(
+            "neighbour's GB/s",
+            0,
+            1200,
+            "one core cannot write faster than its L1 takes stores",
+            lambda result: [p["gb_per_s"] for periods in result["neighbour_periods"].values() for p in periods],
+        ),
+    )
     IN_A_VM = ("in a VM the memory controllers are the host's: other guests' traffic queues there too, and two "
                "vCPUs may be hyperthreads of one host core, which the computing neighbour would slow as well")
     CANNOT_SHOW = ("Any machine with two CPUs shows it: a laptop, a desktop, a KVM guest; on bare metal resctrl "

@@ -39,7 +39,7 @@ def three_processes(victim_cpu: int, neighbour_cpu: int) -> tuple[list[dict[str,
         moved = {role: random.randrange(1 << 40) for role in started}  # a counter's start means nothing
         readings: dict[str, list[tuple[float, int]]] = {role: [] for role in started}
         start = time.monotonic()
-        for role, (process, mode) in started.items():
+        for process, mode in started.values():
             process.switch(mode)
         for _ in range(READINGS):
             time.sleep(READ_EVERY_S)

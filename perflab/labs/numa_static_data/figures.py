@@ -41,7 +41,8 @@ def model_figure(result: dict[str, Any]) -> Figure:
         cap = cap_mops(per_write, 1 / k)
         ax.plot(MODEL_CORES, [min(n * 1000 / base, cap) for n in MODEL_CORES], color=colour,
                 label=f"model, one shared write every {k} operation{'s' if k > 1 else ''}: cap {cap:,.0f} M/s")
-    ax.plot(MODEL_CORES, [n * 1000 / base for n in MODEL_CORES], ":", color=FIX, label="no shared write (check-before-write)")
+    ax.plot(MODEL_CORES, [n * 1000 / base for n in MODEL_CORES], ":", color=FIX, label="no shared write "
+                                                                                       "(check-before-write)")
     measured = {"write": 1, "write, every 8": 8}
     for arm, k in measured.items():
         ax.plot([threads], [stats.median(kept[arm])], "o", color=BUG if k == 1 else "#ff7f0e")

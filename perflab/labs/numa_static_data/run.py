@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ... import results, stats
+from ...bounds import NO_LIMIT, Bound
 from ...cpulist import check_cpus
 from ...errors import PerflabError
 from ...journal import SystemChanges
@@ -26,7 +27,6 @@ from ...runner import run_records
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
-from ...bounds import NO_LIMIT, Bound
 from .model import MIN_EFFECT, cap_mops, decide, fit
 from .program import ARMS, FIT_KS, Settings, binary, measure_placement, program_argv
 

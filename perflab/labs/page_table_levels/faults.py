@@ -53,7 +53,8 @@ def result_samples(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 # Outside the book's include above: this is what the exercise ptl-fault-around asks the learner to compute.
 def fault_around(sample: dict[str, Any]) -> float:
-    """Pages mapped per fault: 1 for anonymous memory, more for a cached file (fault_around_bytes, 64 KiB by default)."""
+    """Pages mapped per fault: 1 for anonymous memory, more for a cached file (fault_around_bytes, 64 KiB by
+    default)."""
     return sample["pages"] / sample["minflt"]
 
 

@@ -44,11 +44,15 @@ def relative_figure(result: dict[str, Any], verdict: Verdict | None) -> Figure:
     rows = [("source, Ice Lake\n(ns per page, 30 boots each)", recorded.relative_difference(), low, high)]
     if verdict is not None and verdict.effect is not None:
         e = verdict.effect
-        here = "this run, la57/no5lvl VMs\n(instructions per fault)" if result["kind"] == "vm" else "this machine\n(ns per fault)"
+        here = (
+            "this run, la57/no5lvl VMs\n(instructions per fault)"
+            if result["kind"] == "vm"
+            else "this machine\n(ns per fault)"
+        )
         rows.append((here, e.value, e.ci_low, e.ci_high))
     figure = Figure(figsize=(7, 1.2 + 0.8 * len(rows)))
     ax = figure.subplots()
-    for y, (label, value, low, high) in enumerate(rows):
+    for y, (_label, value, low, high) in enumerate(rows):
         ax.errorbar([100 * value], [y], xerr=[[100 * (value - low)], [100 * (high - value)]], fmt="o", capsize=5,
                     color=FIVE_COLOUR if y else "#555555")
     ax.axvline(0, color="black", lw=0.8)

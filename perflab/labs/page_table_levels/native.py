@@ -58,8 +58,13 @@ def judge_native(name: str, machine: Machine, result: dict[str, Any], cannot_sho
         la57 = (machine.value("la57_cpu") or {}).get("cpuid") or (machine.value("la57_cpu") or {}).get("cpuinfo")
         how = "reboot with `no5lvl` on the kernel command line" if levels == 5 else "reboot without `no5lvl`"
         if levels != 5 and not la57:
-            return Verdict(name, "cannot-show", f"this boot runs {levels}-level page tables and the CPU has no la57, so "
-                           "no boot of this machine can run 5 levels. " + cannot_show, notes=notes)
+            return Verdict(
+                name,
+                "cannot-show",
+                f"this boot runs {levels}-level page tables and the CPU has no la57, so "
+                "no boot of this machine can run 5 levels. " + cannot_show,
+                notes=notes,
+            )
         return Verdict(name, "inconclusive", f"one boot measured ({levels}-level, {stats.median(here):.0f} ns per "
                        f"fault); {how}, run the lab again, and it compares the two boots", notes=notes)
     there = [boot_cost(run) for run in other["runs"]]

@@ -21,15 +21,28 @@ from pathlib import Path
 from typing import Any
 
 from ... import results, stats
+from ...bounds import NO_LIMIT, Bound
 from ...cpulist import check_cpus
 from ...errors import PerflabError
 from ...probe import Machine, paging_levels_of
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict
 from .. import CannotShow, Lab
-from ...bounds import NO_LIMIT, Bound
-from .faults import (MIN_RELATIVE, MODES, SOURCE_DIR, Settings, boot_cost, decide, fault_around, fault_note,
-                     faults_argv, mode_bucket, parse_log2_histogram, per_fault, result_samples)
+from .faults import (
+    MIN_RELATIVE,
+    MODES,
+    SOURCE_DIR,
+    Settings,
+    boot_cost,
+    decide,
+    fault_around,
+    fault_note,
+    faults_argv,
+    mode_bucket,
+    parse_log2_histogram,
+    per_fault,
+    result_samples,
+)
 from .native import judge_native, measure_here, other_boot
 
 PROFILES = {5: "la57-icount", 4: "no5lvl-icount"}  # paging levels -> the VM profile that boots with them
@@ -262,10 +275,14 @@ class PageTableLevels(Lab):
         raced = Race.from_json(result["vms"]["race"])
         verdict, effect = decide(raced.kept_values(), raced.alpha_per_look)
         boots = result["vms"]["boots"]
-        notes = [fault_note([b for b in boots if b["paging_levels"] == levels],
-                            f"{levels}-level ({PROFILES[levels]}, {sum(b['paging_levels'] == levels for b in boots)} boots)",
-                            "instructions")
-                 for levels in (5, 4)]
+        notes = [
+            fault_note(
+                [b for b in boots if b["paging_levels"] == levels],
+                f"{levels}-level ({PROFILES[levels]}, {sum(b['paging_levels'] == levels for b in boots)} boots)",
+                "instructions",
+            )
+            for levels in (5, 4)
+        ]
         four, five = (stats.mean(raced.kept(arm)) for arm in ("4-level", "5-level"))
         notes.append(f"5-level minus 4-level: {five - four:+.1f} instructions per anonymous fault")
         notes += hinted_high_note(result["vms"].get("hinted_high", {}))
