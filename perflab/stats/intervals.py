@@ -90,13 +90,8 @@ def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, f
     return percentile(values, 50 * (1 - confidence)), percentile(values, 50 * (1 + confidence))
 
 
-def bootstrap_ci(
-    xs: Sequence[float],
-    statistic: Callable[[Sequence[float]], float] = median,
-    confidence: float = 0.95,
-    resamples: int = 5000,
-    seed: int = 0,
-) -> tuple[float, float]:
+def bootstrap_ci(xs: Sequence[float], statistic: Callable[[Sequence[float]], float] = median, confidence: float = 0.95,
+                 resamples: int = 5000, seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap CI for any statistic (default median); same seed, same interval."""
     check_confidence(confidence)
     _check_resamples(resamples)
@@ -104,14 +99,8 @@ def bootstrap_ci(
     return _percentile_interval(_resampled(np.random.default_rng(seed), x, statistic, resamples), confidence)
 
 
-def bootstrap_ratio_ci(
-    a: Sequence[float],
-    b: Sequence[float],
-    statistic: Callable[[Sequence[float]], float] = median,
-    confidence: float = 0.95,
-    resamples: int = 5000,
-    seed: int = 0,
-) -> tuple[float, float]:
+def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], statistic: Callable[[Sequence[float]], float] = median,
+                       confidence: float = 0.95, resamples: int = 5000, seed: int = 0) -> tuple[float, float]:
     """Percentile-bootstrap CI for statistic(b) / statistic(a), resampling a and b independently."""
     check_confidence(confidence)
     _check_resamples(resamples)
