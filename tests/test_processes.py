@@ -176,7 +176,8 @@ def test_a_record_ends_only_its_writers_processes(tmp_path):
 
 # Where programs start: every one through perflab.processes, but for code other engineers own or that
 # does not belong to a run (the guest's agent is the guest's init's child; a workshop's users and hub).
-NOT_A_RUNS_PROGRAM = {"processes.py", "vm/agent.py", "vm/image.py", "vm/vagrant.py", "knobs.py", "grading/__init__.py",
+NOT_A_RUNS_PROGRAM = {"processes.py", "vm/agent.py", "vm/image.py", "vm/vagrant.py", "knobs.py",
+                      "workshop/accounts.py", "grading/__init__.py",
                       "workshop/hub.py", "workshop/checks.py", "workshop/turns.py", "workshop/regrade.py"}
 
 
