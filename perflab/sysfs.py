@@ -59,7 +59,16 @@ class SysRoot:
             os.close(fd)
 
     def exists(self, path: str) -> bool:
-        return self.path(path).exists()
+        """Whether this user can see the path; False in a folder only root may look in (a mounted tracefs)."""
+        try:
+            return self.path(path).exists()
+        except PermissionError:
+            return False
+
+    def hidden(self, path: str) -> bool:
+        """Whether the folder exists but this user may not look in it (tracefs, mounted, is root's alone)."""
+        folder = self.path(path)
+        return folder.is_dir() and not os.access(folder, os.X_OK)
 
     def listdir(self, path: str) -> list[str]:
         """Sorted entries of a directory; empty if it is missing."""

@@ -33,6 +33,9 @@ KILL_POINTS = {
     "numa-static-data": [("shared_global", 1), ("shared_global", 12), ("shared_global", 30)],
     "loop-alignment": [("offset_sweep", 1), ("objdump", 1), (r"offset_sweep .*-o \d+,\d+", 1)],
     "causal-profiling": [("perf record", 1), ("coz run", 1), (r"commit -d \d+", 3)],
+    "4k-aliasing": [("alias_sweep", 1), ("alias_sweep", 3), ("stencil", 1)],
+    "hidden-quadratic": [("lookup", 1), ("flows", 2), ("perf record", 1)],
+    "memory-neighbour": [("victim", 1), ("victim", 2), ("neighbour", 1)],
 }
 # With a guest image, lab 4 boots QEMU: the first boot, and the second in both paging modes.
 BOOTING = [("qemu-system", 1), ("qemu-system", 2), ("qemu-system", 3)]

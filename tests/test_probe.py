@@ -148,6 +148,30 @@ def test_tracing_facts():
     assert kvm.value("ftrace_tracers") == [] and "not mounted" in kvm.facts["ftrace_tracers"].note
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="showing tracefs to a user who may not look in it needs root")
+def test_a_tracefs_only_root_may_look_in_is_a_fact_for_a_learner_not_a_crash(tmp_path):
+    """A mounted tracefs is mode 0700: a learner's probe crashed on PermissionError in a workshop."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from conftest import REPO
+
+    tree = Path(tempfile.mkdtemp(dir="/tmp"))  # tmp_path's parents are 0700: nobody could reach it
+    try:
+        tree.chmod(0o755)
+        (tree / "sys" / "kernel" / "tracing").mkdir(parents=True, mode=0o700)
+        (tree / "sys" / "kernel" / "tracing" / "available_tracers").write_text("osnoise nop\n")
+        seen = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c",
+                               f"from perflab.probe.kernel import tracing; from perflab.sysfs import SysRoot\n"
+                               f"print([fact.note for fact in tracing(SysRoot({str(tree)!r}))])"],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert seen.returncode == 0, seen.stderr
+        assert seen.stdout.count("tracefs is mounted, but only root may look in it") == 2, seen.stdout
+    finally:
+        shutil.rmtree(tree)
+
+
 def test_privileges_and_virtualization():
     kvm, amd = machine("kvm-2vcpu"), machine("amd-chiplet")
     assert kvm.value("privileges") == {"euid": 0, "root": True, "cap_sys_admin": True, "cap_perfmon": True}

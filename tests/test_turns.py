@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -122,6 +123,7 @@ def test_a_learner_holding_a_turn_and_the_lock_file_stalls_no_one_past_the_limit
         ],
         stdout=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # a group of its own: killing runuser alone leaves its child holding on
     )
     try:
         assert json.loads(hostile.stdout.readline()) == {"turn": LIMIT_S}
@@ -133,7 +135,7 @@ def test_a_learner_holding_a_turn_and_the_lock_file_stalls_no_one_past_the_limit
             waited = time.monotonic() - granted
         assert hostile.poll() is None, "the hostile asker gave up by itself: the test proves nothing"
     finally:
-        hostile.kill()
+        os.killpg(hostile.pid, signal.SIGKILL)
         hostile.wait()
     assert waited < LIMIT_S + turns.GRACE_S + 2, f"stalled {waited:.1f} s behind a turn limited to {LIMIT_S} s"
 

@@ -328,7 +328,8 @@ def _as_learner(name: str, *args: str, lock_file: Path, queue: Path) -> subproce
            "PERFLAB_TURNS": str(queue), "MPLBACKEND": "Agg"}
     return subprocess.Popen(["runuser", "-u", roster.system_user(name), "--", "env", "-i",
                              *(f"{k}={v}" for k, v in env.items()), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # a group of its own: killing runuser alone leaves its child
 
 
 def _until_said(process: subprocess.Popen, text: str) -> str:
@@ -409,18 +410,26 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             perflab = str(REPO / ".venv/bin/perflab")
             hostile = _as_learner(learners[2], str(REPO / ".venv/bin/python"), "-c", HOLD_A_TURN_AND_THE_LOCK,
                                   lock_file=shared_lock, queue=queue)
-            assert json.loads(hostile.stdout.readline()) == {"turn": TURN_LIMIT_S}
-            granted = time.time()
-            first = _as_learner(learners[0], perflab, "run", "numa-static-data", "--quick", lock_file=shared_lock,
-                                queue=queue)
-            said = [_until_said(first, "waiting to measure")]
-            second = _as_learner(learners[1], perflab, "run", "numa-static-data", "--quick", lock_file=shared_lock,
-                                 queue=queue)
-            said.append(_until_said(second, "waiting to measure"))
-            outputs = [process.communicate(timeout=300) for process in (first, second)]
-            assert first.returncode == 0 and second.returncode == 0, outputs
-            assert hostile.poll() is None, "carol's hold ended by itself: the test proves nothing"
-            hostile.kill()
+            running = [hostile]  # ended however the test ends: a failed assertion left carol's hold for 10 minutes
+            try:
+                assert json.loads(hostile.stdout.readline()) == {"turn": TURN_LIMIT_S}
+                granted = time.time()
+                first = _as_learner(learners[0], perflab, "run", "numa-static-data", "--quick", lock_file=shared_lock,
+                                    queue=queue)
+                running.append(first)
+                said = [_until_said(first, "waiting to measure")]
+                second = _as_learner(learners[1], perflab, "run", "numa-static-data", "--quick",
+                                     lock_file=shared_lock, queue=queue)
+                running.append(second)
+                said.append(_until_said(second, "waiting to measure"))
+                outputs = [process.communicate(timeout=300) for process in (first, second)]
+                assert first.returncode == 0 and second.returncode == 0, outputs
+                assert hostile.poll() is None, "carol's hold ended by itself: the test proves nothing"
+            finally:
+                for process in running:
+                    if process.poll() is None:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
             waited = [before + err for before, (_, err) in zip(said, outputs)]
             assert "waiting to measure: 1st in line" in waited[0], waited[0]
             assert f"(now: {learners[2]}'s perflab run loop-alignment --quick)" in waited[0], waited[0]

@@ -122,6 +122,11 @@ def perf_event_paranoid(root: SysRoot) -> Fact:
 
 def tracing(root: SysRoot) -> tuple[Fact, Fact]:
     mounts = [d for d in TRACING_DIRS if root.exists(f"{d}/available_tracers")]
+    hidden = [d for d in TRACING_DIRS if root.hidden(d)]
+    if hidden and not mounts:
+        unseen = "tracefs is mounted, but only root may look in it: probe as root to see "
+        return (Fact(None, f"{hidden[0]}/kprobe_events", unseen + "its kprobes"),
+                Fact(None, f"{hidden[0]}/available_tracers", unseen + "its tracers"))
     kprobe_files = [f"{d}/kprobe_events" for d in TRACING_DIRS if root.exists(f"{d}/kprobe_events")]
     source_k = " or ".join(f"{d}/kprobe_events" for d in TRACING_DIRS)
     if kprobe_files:
