@@ -3,15 +3,20 @@
 A benchmark prints JSON lines (one "meta" line, then "sample" lines). The
 runner runs several configurations round-robin, rotating the order each
 round, so slow drift (frequency, a neighbour VM, thermal) hits every
-configuration equally instead of biasing whichever ran last.
+configuration equally instead of biasing whichever ran last. A program that
+must keep running between measurements (an aggressor, a neighbour) is an
+Interactive one: orders on its stdin, JSON lines back.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from tqdm.auto import tqdm
@@ -93,3 +98,60 @@ def interleave(
     finally:
         bar.close()
     return runs
+
+
+class Interactive:
+    """A program in interactive mode (-i): orders on its stdin, JSON lines on its stdout; `with` it, and it is
+    stopped however the block ends. It ends by itself at the end of its input, so closing stdin is its order to end.
+    `ready` is the kind of record it prints once started (its "meta" or "params")."""
+
+    ANSWER_TIMEOUT_S = 120
+
+    def __init__(self, argv: list[str], ready: str):
+        self.argv, self.ready = argv, ready
+        self.process: subprocess.Popen | None = None
+        self.started: dict = {}
+
+    def __enter__(self):
+        self.process = processes.start(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True, bufsize=1)
+        try:
+            self.started = self.read_until(self.ready)[-1]
+        except BaseException:
+            processes.stop(self.process, signal.SIGKILL)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self.process is not None
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            processes.stop(self.process, signal.SIGKILL)  # whatever is left of it
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def order(self, text: str) -> None:
+        assert self.process is not None
+        self.process.stdin.write(f"{text}\n")
+        self.process.stdin.flush()
+
+    def read_until(self, kind: str) -> list[dict]:
+        """Every record up to and including the first of `kind`."""
+        assert self.process is not None
+        name, records, deadline = Path(self.argv[0]).name, [], time.monotonic() + self.ANSWER_TIMEOUT_S
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                error = self.process.stderr.read().strip() or f"exit code {self.process.wait()}"
+                raise PerflabError(f"{name} stopped: {error}")
+            records.append(json.loads(line))
+            if records[-1]["type"] == kind:
+                return records
+        raise PerflabError(f"{name} did not answer in {self.ANSWER_TIMEOUT_S} s: is its CPU overloaded?")

@@ -11,7 +11,7 @@ from conftest import REPO, run_cli
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
 from perflab.grading import FAILED, INCONCLUSIVE, PASSED
-from perflab.labs.loop_alignment import LAB, builds, layout
+from perflab.labs.loop_alignment import LAB, builds, layout, notes
 from perflab.labs.loop_alignment import exercises as checks
 from perflab.labs.loop_alignment import run as lab
 from perflab.labs.loop_alignment.figures import figures
@@ -120,7 +120,7 @@ def test_explain_ranks_the_fact_that_matches_the_slow_offsets_first():
     facts = {o: {"crosses 64-byte line": 20 <= o <= 22, "crosses 16-byte block": o % 2 == 0} for o in range(32)}
     ranked = lab.explain([20, 21, 22], facts)
     assert ranked[0] == {"fact": "crosses 64-byte line", "agree": 32, "of": 32, "share": 1.0}
-    assert lab.offset_ranges([46, 47, 48, 110]) == "46-48, 110" and lab.offset_ranges([]) == "none"
+    assert notes.offset_ranges([46, 47, 48, 110]) == "46-48, 110" and notes.offset_ranges([]) == "none"
 
 
 def test_pmu_note_says_what_this_machine_can_count():
@@ -131,8 +131,8 @@ def test_pmu_note_says_what_this_machine_can_count():
         def value(self, name, default=None):
             return self.pmu
 
-    assert "timing only" in lab.pmu_note(Machine(False))
-    assert "perf stat -e idq.dsb_uops" in lab.pmu_note(Machine(True))
+    assert "timing only" in notes.pmu_note(Machine(False))
+    assert "perf stat -e idq.dsb_uops" in notes.pmu_note(Machine(True))
 
 
 def test_offset_sweep_rejects_bad_offsets_with_one_line():

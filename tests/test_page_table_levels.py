@@ -26,6 +26,7 @@ from perflab.labs.page_table_levels.faults import (
     decide,
     fault_around,
     mode_bucket,
+    parse_histogram,
     parse_log2_histogram,
     per_fault,
     per_page,
@@ -41,7 +42,6 @@ from perflab.labs.page_table_levels.run import (
     hinted_high_note,
     histogram_note,
     parse_guest_output,
-    parse_histogram,
     split_guest_output,
 )
 from perflab.runner import run_once

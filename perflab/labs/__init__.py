@@ -105,6 +105,15 @@ def reserved_cpus() -> list[int] | None:
     return parse_cpulist(given) if given else None
 
 
+def one_cpu(machine: Machine, cpus: list[int] | None) -> int:
+    """For a lab that measures on one CPU: the first one given, checked, else the last online CPU (CPU 0 takes
+    the most interrupts)."""
+    if cpus:
+        check_cpus(cpus, machine.online_cpus)
+        return cpus[0]
+    return machine.online_cpus[-1]
+
+
 class CannotShow(PerflabError):
     """This machine has no CPUs (or devices) the lab can use; the message says why."""
 

@@ -84,15 +84,8 @@ def race_picks(binary: Path, cpus: tuple[int, int], picks: dict[str, str], setti
         return {arm: run_once(argv[arm])[1][0]["batches_per_s"] for arm in order}
 
     plan = Plan(ROUNDS_PER_LOOK, settings.race_rounds, settings.race_budget_s)
-    return race(
-        arms,
-        one_round,
-        lambda rates, alpha: judge_race(picks, rates, alpha)[0] in DECIDED,
-        plan,
-        control="unchanged",
-        desc="racing the builds, until decided",
-        progress=progress,
-    )
+    return race(arms, one_round, lambda rates, alpha: judge_race(picks, rates, alpha)[0] in DECIDED, plan,
+                control="unchanged", desc="racing the builds, until decided", progress=progress)
 
 
 def batch_rates(result: dict[str, Any]) -> list[float]:
@@ -121,11 +114,6 @@ def clearly_faster(profile: coz.Profile, line: str) -> bool:
     return estimate is not None and estimate.experiments >= MIN_NEAR and estimate.low > 0
 
 
-def time_saved(rate_ratio: float) -> float:
-    """A batch-rate ratio (new / old) as the share of each batch's time saved: coz's unit."""
-    return 1 - 1 / rate_ratio
-
-
 # ANCHOR: compare
 def compare(profile: coz.Profile, lines: dict[str, int], picks: dict[str, str],
             rates: dict[str, list[float]]) -> list[dict[str, Any]]:
@@ -138,8 +126,8 @@ def compare(profile: coz.Profile, lines: dict[str, int], picks: dict[str, str],
         estimate = coz.predicted_speedup(baseline, coz.near(profile, location, OPTIMISED, NEAR), POINT) \
             if location else None
         _, _, effect = judge_change(function, rates["unchanged"], rates[function], MIN_EFFECT, statistic=stats.median)
-        actual = {"value": time_saved(1 + effect.value), "low": time_saved(1 + effect.ci_low),
-                  "high": time_saved(1 + effect.ci_high), "p_value": effect.p_value}
+        actual = {"value": coz.time_saved(1 + effect.value), "low": coz.time_saved(1 + effect.ci_low),
+                  "high": coz.time_saved(1 + effect.ci_high), "p_value": effect.p_value}
         predicted = asdict(estimate) if estimate and estimate.experiments >= MIN_NEAR else None
         rows.append({"pick": who, "function": function, "line": lines[function], "predicted": predicted,
                      "actual": actual, "held": predicted and held(predicted, actual)})
@@ -294,13 +282,9 @@ class CausalProfiling(Lab):
                                                f"line ({MIN_EXPERIMENTS} per line needed): rerun without --quick, "
                                                "whose coz runs last longer")
         else:
-            verdict, reason = (
-                "inconclusive",
-                (
-                    f"coz ranked {coz.short_location(ranked[0][0])} first, which is not a "
-                    "line the lab can optimise: the profile is too noisy; rerun without --quick"
-                ),
-            )
+            verdict, reason = "inconclusive", (f"coz ranked {coz.short_location(ranked[0][0])} first, which is not "
+                                               "a line the lab can optimise: the profile is too noisy; rerun "
+                                               "without --quick")
         return Verdict(self.name, verdict, reason, effect, notes=measured_notes(result, profile))
 
 

@@ -11,10 +11,9 @@ from tqdm.auto import tqdm
 
 from ... import results, stats
 from ...bounds import NO_LIMIT
-from ...cpulist import check_cpus
 from ...probe import Machine
 from ...verdict import Verdict
-from .. import Bound, Lab
+from .. import Bound, Lab, one_cpu
 from .hunt import hunt, hunt_note
 from .stencil import ALIGNED, MIN_EFFECT, decide, kept, layout_note, padded, race_stencil
 from .sweep import finding_note, findings, measure_sweep
@@ -91,11 +90,8 @@ class FourKAliasing(Lab):
                    "(ld_blocks.address_alias on newer cores); the source's own runs are drawn in the figures.")
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> int:
-        """One CPU: the first one given, else the last online CPU (CPU 0 takes the most interrupts)."""
-        if cpus:
-            check_cpus(cpus, machine.online_cpus)
-            return cpus[0]
-        return machine.online_cpus[-1]
+        """One CPU: the first one given, else the last online one."""
+        return one_cpu(machine, cpus)
 
     def watched_cpus(self, placement: int, padding: str = PADDINGS[0]) -> list[int]:
         """The CPU every program runs on."""

@@ -8,12 +8,11 @@ from typing import Any
 
 from ... import results, stats
 from ...bounds import NO_LIMIT
-from ...cpulist import check_cpus
 from ...errors import PerflabError
 from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Effect, Verdict
-from .. import Bound, Lab
+from .. import Bound, Lab, one_cpu
 from . import profile
 from .programs import (
     ARMS,
@@ -164,11 +163,8 @@ class HiddenQuadratic(Lab):
     CANNOT_SHOW = "Any machine with one CPU can show it"
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> int:
-        """One CPU to pin to: the first one given, else the last online CPU (CPU 0 takes the most interrupts)."""
-        if cpus:
-            check_cpus(cpus, machine.online_cpus)
-            return cpus[0]
-        return machine.online_cpus[-1]
+        """One CPU: the first one given, else the last online one."""
+        return one_cpu(machine, cpus)
 
     def watched_cpus(self, placement: int, **options) -> list[int]:
         return [placement]

@@ -12,59 +12,21 @@ from pathlib import Path
 from ... import processes
 from ...errors import PerflabError
 from ...probe import Machine
-from ...runner import run_once
+from ...runner import Interactive, run_once
 
-AGGRESSOR_TIMEOUT_S = 120
 PMU_EVENTS = ("L1-dcache-load-misses", "LLC-loads")
 
 
-class Aggressor:
+class Aggressor(Interactive):
     """The aggressor process in interactive mode; always stopped on exit, also on Ctrl-C and errors."""
 
     def __init__(self, binary: Path, cpu: int, max_bytes: int):
-        self.argv = [str(binary), "-c", str(cpu), "-s", "0", "-m", str(max_bytes), "-i"]
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> Aggressor:
-        self.process = processes.start(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True, bufsize=1)
-        try:
-            self._read_until("meta")
-        except BaseException:
-            processes.stop(self.process, signal.SIGKILL)
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        assert self.process is not None
-        try:
-            self.process.stdin.close()  # its order to end
-            self.process.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        finally:
-            processes.stop(self.process, signal.SIGKILL)
-
-    def _read_until(self, kind: str) -> list[dict]:
-        assert self.process is not None
-        records = []
-        deadline = time.monotonic() + AGGRESSOR_TIMEOUT_S
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                error = self.process.stderr.read().strip() or f"exit code {self.process.wait()}"
-                raise PerflabError(f"the aggressor stopped: {error}")
-            records.append(json.loads(line))
-            if records[-1]["type"] == kind:
-                return records
-        raise PerflabError(f"the aggressor did not answer in {AGGRESSOR_TIMEOUT_S} s: is its CPU overloaded?")
+        super().__init__([str(binary), "-c", str(cpu), "-s", "0", "-m", str(max_bytes), "-i"], ready="meta")
 
     def stream(self, size: int) -> dict:
         """Stream over `size` bytes from now on (0: pause); return the period that just ended."""
-        assert self.process is not None
-        self.process.stdin.write(f"{size}\n")
-        self.process.stdin.flush()
-        return next(r for r in self._read_until("ready") if r["type"] == "period")
+        self.order(str(size))
+        return next(r for r in self.read_until("ready") if r["type"] == "period")
 
 
 def victim_argv(binary: Path, cpu: int, working_set: int, duration_ms: int) -> list[str]:
@@ -122,7 +84,7 @@ def timeline(victim: Path, aggressor: Path, victim_cpu: int, aggressor_cpu: int,
             time.sleep(phase_ms / 1000)
             streamer.stream(0)
             off_ms = (time.monotonic() - start) * 1000
-            out, err = process.communicate(timeout=AGGRESSOR_TIMEOUT_S)
+            out, err = process.communicate(timeout=Interactive.ANSWER_TIMEOUT_S)
         finally:
             processes.stop(process, signal.SIGKILL)
     if process.returncode != 0:

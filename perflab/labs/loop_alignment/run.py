@@ -12,13 +12,13 @@ from tqdm.auto import tqdm
 from ... import results, stats
 from ...bounds import NO_LIMIT, Bound
 from ...build import ensure_built
-from ...cpulist import check_cpus
 from ...probe import Machine
 from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
-from .. import Lab
+from .. import Lab, one_cpu
 from . import layout
+from .notes import offset_ranges, pmu_note
 
 SOURCE_DIR = "labs/06-loop-alignment"
 LOOPS = ("alu", "call")
@@ -98,17 +98,6 @@ def explain(slow: list[int], facts: dict[int, dict[str, bool]]) -> list[dict[str
         ranked.append({"fact": name, "agree": agree, "of": len(facts), "share": agree / len(facts)})
     return sorted(ranked, key=lambda r: -r["agree"])
 # ANCHOR_END: explain
-
-
-def offset_ranges(offsets: list[int]) -> str:
-    """[46, 47, 48, 110] -> '46-48, 110'."""
-    spans: list[list[int]] = []
-    for o in sorted(offsets):
-        if spans and o == spans[-1][1] + 1:
-            spans[-1][1] = o
-        else:
-            spans.append([o, o])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "none"
 
 
 def measure_offsets(binary: Path, loop: str, offsets: str, cpu: int, iterations: int, rounds: range, desc: str,
@@ -210,18 +199,6 @@ def rates(ns_per_iter: list[float]) -> list[float]:
     return [1 / t for t in ns_per_iter]
 
 
-def pmu_note(machine: Machine) -> str:
-    if machine.value("hw_pmu"):
-        return (
-            "this machine has a hardware PMU: count the front end's uop sources for a slow and a fast offset with "
-            "`perf stat -e idq.dsb_uops,idq.mite_uops,idq.lsd_uops -- "
-            "build/06-loop-alignment/offset_sweep -o 46 -s 20` "
-            "(event names differ between generations: see `perf list frontend`)"
-        )
-    return ("no hardware PMU here (a VM without a virtual PMU): timing only. On bare metal, `perf stat -e "
-            "idq.dsb_uops,idq.mite_uops` on a slow and a fast offset shows where the uops came from")
-
-
 # ANCHOR: lab
 class LoopAlignment(Lab):
     """The same loop, shifted a few bytes, runs much slower: an offset sweep explained by objdump."""
@@ -244,11 +221,8 @@ class LoopAlignment(Lab):
         return replace(chosen, rounds=runs, confirm_rounds=2 * runs, seed_runs=runs) if runs else chosen
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> int:
-        """One CPU to pin to: the first one given, else the last online CPU (CPU 0 takes the most interrupts)."""
-        if cpus:
-            check_cpus(cpus, machine.online_cpus)
-            return cpus[0]
-        return machine.online_cpus[-1]
+        """One CPU: the first one given, else the last online one."""
+        return one_cpu(machine, cpus)
 
     def watched_cpus(self, placement: int, **options) -> list[int]:
         """The CPU the loops run on, whichever loop."""

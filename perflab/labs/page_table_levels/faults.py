@@ -116,3 +116,12 @@ def fault_note(boots: list[dict[str, Any]], label: str, unit: str) -> str:
                      f"{stats.median([per_page(s) for s in samples]):,.1f} per page, "
                      f"{stats.median([fault_around(s) for s in samples]):.1f} pages per fault")
     return f"{label}: " + "; ".join(parts)
+
+
+def parse_histogram(traced: str) -> dict[str, Any]:
+    """funclatency's output after the mark: its buckets, or its last line when it drew none."""
+    buckets = parse_log2_histogram(traced)
+    if any(count for _, _, count in buckets):
+        return {"buckets": buckets}
+    lines = [line for line in traced.strip().splitlines() if line.strip()]
+    return {"error": lines[-1] if lines else "funclatency printed nothing"}

@@ -39,7 +39,7 @@ from .faults import (
     fault_note,
     faults_argv,
     mode_bucket,
-    parse_log2_histogram,
+    parse_histogram,
     per_fault,
     result_samples,
 )
@@ -89,15 +89,6 @@ def histogram_script(binary: str, settings: Settings) -> str:
             f"{faults} > /dev/null; kill -INT $tracer 2>/dev/null; wait $tracer; "
             f"echo '{TRACE_MARK}'; cat /tmp/funclatency.txt)")
 # ANCHOR_END: histogram_script
-
-
-def parse_histogram(traced: str) -> dict[str, Any]:
-    """funclatency's output after the mark: its buckets, or its last line when it drew none."""
-    buckets = parse_log2_histogram(traced)
-    if any(count for _, _, count in buckets):
-        return {"buckets": buckets}
-    lines = [line for line in traced.strip().splitlines() if line.strip()]
-    return {"error": lines[-1] if lines else "funclatency printed nothing"}
 
 
 def split_guest_output(text: str) -> tuple[str, str, str | None]:
