@@ -1,4 +1,4 @@
-"""Plain-text output shared by the labs."""
+"""How perflab writes for people: aligned plain-text tables, `code` in HTML, a value with its spread."""
 
 from __future__ import annotations
 

@@ -158,10 +158,6 @@ def round_trip_times(result: dict[str, Any]) -> list[float]:
             + [1e9 / rate for rates in result.get("rates", {}).values() for rate in rates])
 
 
-def round_trip_rates(run: Run) -> list[float]:
-    return [sample_rate(s) for s in run.samples if not s.get("warmup")]
-
-
 # ANCHOR: compare
 def compare_pairs(machine: Machine, sequential: tuple[int, int], best: tuple[int, int], settings: Settings,
                   progress: bool = True) -> dict[str, Any]:

@@ -49,17 +49,6 @@ def globals_of(binary: Path) -> list[Global]:
     return found
 
 
-def sections_of(binary: Path) -> dict[str, tuple[int, int]]:
-    """{".data": (start, size), ".bss": (start, size)} from readelf -S."""
-    done = processes.run(["readelf", "-SW", str(binary)])
-    found = {}
-    for line in done.stdout.splitlines():
-        match = re.search(r"\]\s+(\.data|\.bss)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
-        if match:
-            found[match[1]] = (int(match[2], 16), int(match[3], 16))
-    return found
-
-
 def watch_length(g: Global) -> int:
     """The longest breakpoint (1, 2, 4 or 8 bytes) that fits the object and its address's alignment."""
     return max(n for n in (1, 2, 4, WATCH_BYTES) if n <= max(1, g.size) and g.address % n == 0)
