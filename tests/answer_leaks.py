@@ -8,7 +8,8 @@ An exercise's answers are:
 - the numbers its entry lists in `answers`, found however a page writes them (500000, 500,000, 500 k, 0.5 M).
 
 Code is compared line by line, whitespace normalised and comments left out. Lines shorter than MIN_LINE
-(`else:`, `return x`) could be anyone's, so they do not count as an answer on their own.
+(`else:`, `return x`) and the opening line of a call continued below (`raise PerflabError(`) could be
+anyone's, so they do not count as an answer on their own.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def code_lines(source: str) -> list[str]:
     lines = []
     for line in source.splitlines():
         code = normalise(line.split("  #")[0])
-        if len(code) >= MIN_LINE and not code.startswith("#"):
+        if len(code) >= MIN_LINE and not code.startswith("#") and not code.endswith(("(", "[", "{")):
             lines.append(code)
     return lines
 
