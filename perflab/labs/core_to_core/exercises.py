@@ -13,6 +13,8 @@ import random
 from ... import stats
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import close, function_check, saved_result
+from ...grading.live import busy_check, watched
+from ...grading.numbers import shown
 from ...lock import measurement_lock
 from ...paths import DATA_DIR
 from ...probe import probe
@@ -58,8 +60,8 @@ def harmonic_mean(ns: Answers) -> list[Check]:
     checks.append(Check("enough raw samples", PASSED if enough else FAILED, f">= {MIN_SAMPLES}", str(len(expected))))
     same = isinstance(got, (list, tuple)) and len(got) == len(expected) and all(close(g, e) for g, e in zip(got, expected))
     checks.append(Check("rates computed from your raw samples", PASSED if same else FAILED,
-                        f"{len(expected)} rates, first {expected[0]:,.0f}/s" if expected else "rates",
-                        f"{len(got)} values, first {got[0]!r}" if isinstance(got, (list, tuple)) and got else repr(got)))
+                        f"{len(expected)} rates, first {shown(expected[0])}/s" if expected else "rates",
+                        f"{len(got)} values, first {shown(got[0])}" if isinstance(got, (list, tuple)) and got else shown(got)))
     return checks
 
 
@@ -72,7 +74,7 @@ def pipeline_pinning(ns: dict) -> list[Check]:
     valid = (isinstance(placement, (list, tuple)) and len(placement) == PIPELINE_STAGES
              and len(set(placement)) == PIPELINE_STAGES and all(c in matrix.cpus for c in placement))
     checks = [Check("placement is 4 distinct CPUs of the recorded machine", PASSED if valid else FAILED,
-                    f"4 distinct ids from 0-{max(matrix.cpus)}", repr(placement))]
+                    f"4 distinct ids from 0-{max(matrix.cpus)}", shown(placement))]
     if valid:
         siblings = shares_a_core(placement, smt)
         checks.append(Check("no two stages share a core", FAILED if siblings else PASSED, "no SMT siblings",
@@ -80,12 +82,12 @@ def pipeline_pinning(ns: dict) -> list[Check]:
         cost = pipeline_cost(matrix, placement)
         good = cost <= best_cost * PIPELINE_SLACK
         checks.append(Check("pipeline latency close to the best", PASSED if good else FAILED,
-                            f"<= {best_cost * PIPELINE_SLACK:.0f} ns (best {best_cost:.0f} ns, e.g. {best})",
-                            f"{cost:.0f} ns"))
+                            f"<= {shown(best_cost * PIPELINE_SLACK)} ns (best {shown(best_cost)} ns, e.g. {best})",
+                            f"{shown(cost)} ns"))
     crossed = _crossed_level(analysis, NAIVE_PIPELINE)
     answer = ns.get("naive_crosses")
     checks.append(Check(f"which boundary the naive placement {NAIVE_PIPELINE} crosses",
-                        PASSED if answer == crossed else FAILED, repr(crossed), repr(answer)))
+                        PASSED if answer == crossed else FAILED, shown(crossed), shown(answer)))
     return checks
 
 
@@ -105,14 +107,14 @@ def measure_pair(ns: dict) -> list[Check]:
     valid = (isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[0] != pair[1]
              and all(c in machine.online_cpus for c in pair))
     checks = [Check("pair is two online CPUs", PASSED if valid else FAILED,
-                    f"two of {machine.online_cpus}", repr(pair))]
+                    f"two of {machine.online_cpus}", shown(pair))]
     if not valid:
         return checks
     a, b = pair
     relation = lab.relation(machine, a, b)
     predicted = ns.get("predicted_relation")
     checks.append(Check(f"your prediction of how CPUs {a} and {b} are related",
-                        PASSED if predicted == relation else FAILED, repr(relation), repr(predicted)))
+                        PASSED if predicted == relation else FAILED, shown(relation), shown(predicted)))
     saved, found = saved_result(ns, "measure_pair(a, b)")
     checks.append(found)
     if saved is None:
@@ -129,12 +131,16 @@ def measure_pair(ns: dict) -> list[Check]:
 
 
 def _fresh_agreement(machine, a: int, b: int, samples: list[float]) -> Check:
-    """Measure the pair again now; the learner's median should agree within FRESH_AGREEMENT."""
-    with measurement_lock(f"perflab grade: CPUs {a},{b}"):
+    """Measure the pair again now, on CPUs watched for neighbours; the learner's median should agree within
+    FRESH_AGREEMENT."""
+    with measurement_lock(f"perflab grade: CPUs {a},{b}"), watched([a, b]) as seen:
         fresh = lab.measure_matrix(machine, sorted((a, b)), lab.LAB.QUICK, progress=False)
     fresh_median = stats.median([s["one_way_ns"] for s in lab.raw_samples(fresh)])
     ratio = stats.median(samples) / fresh_median
     agree = 1 / FRESH_AGREEMENT <= ratio <= FRESH_AGREEMENT
-    return Check("your median agrees with a fresh measurement", PASSED if agree else INCONCLUSIVE,
-                 f"within x{FRESH_AGREEMENT} of {fresh_median:.0f} ns (measured just now)",
-                 f"{stats.median(samples):.0f} ns" + ("" if agree else ": the pair's latency moved; rerun your notebook"))
+    name, yours = "your median agrees with a fresh measurement", f"{shown(stats.median(samples))} ns"
+    expected = f"within x{FRESH_AGREEMENT} of {shown(fresh_median)} ns (measured just now)"
+    if seen.busy:
+        return busy_check(name, expected, seen, yours)
+    return Check(name, PASSED if agree else INCONCLUSIVE, expected,
+                 yours + ("" if agree else ": the pair's latency moved; rerun your notebook"))

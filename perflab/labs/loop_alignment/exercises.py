@@ -15,6 +15,7 @@ from typing import Any
 from ... import stats
 from ...errors import PerflabError
 from ...grading import FAILED, PASSED, Check
+from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...paths import REPO_ROOT, RUN_BUILD_DIR
 from ...sequential import Plan
@@ -99,12 +100,12 @@ def slow_build_fix(ns: dict) -> list[Check]:
     start = ns.get("LOOP_START_IN_LINE")
     expected_start = slow_loop.start % layout.LINE
     checks.append(Check("where the slow build's loop starts in its 64-byte line", PASSED if start == expected_start else FAILED,
-                        f"{expected_start} (objdump: loop at {slow_loop.start:#x})", repr(start)))
+                        f"{expected_start} (objdump: loop at {slow_loop.start:#x})", shown(start)))
 
     fix = ns.get("FIX_FLAGS")
     valid = isinstance(fix, (list, tuple)) and fix and not not_layout_flags(list(fix))
     checks.append(Check("FIX_FLAGS are layout flags only", PASSED if valid else FAILED,
-                        f"a non-empty list of flags starting with {', '.join(LAYOUT_FLAG_PREFIXES)}", repr(fix)))
+                        f"a non-empty list of flags starting with {', '.join(LAYOUT_FLAG_PREFIXES)}", shown(fix)))
     if not valid:
         return checks
     try:
@@ -121,7 +122,7 @@ def slow_build_fix(ns: dict) -> list[Check]:
     checks.append(Check("the boundary you named: crossed in the slow build, not in your fix",
                         PASSED if in_slow and not in_fixed else FAILED,
                         f"one of {BOUNDARIES} that the slow build's loop-closing jump crosses and your fix's does not",
-                        f"{claim!r}: " + ("not a boundary size" if claim not in BOUNDARIES else
+                        f"{shown(claim)}: " + ("not a boundary size" if claim not in BOUNDARIES else
                                           f"slow build {'crosses' if in_slow else 'does not cross'} it, "
                                           f"your fix {'still crosses' if in_fixed else 'does not'}")))
     checks.append(_race(slow, slow_binary, fixed_binary))
@@ -139,4 +140,4 @@ def _race(slow: Variant, slow_binary: Path, fixed_binary: Path) -> Check:
     return race_fixes(argv, lambda samples: 1 / stats.median([s["ns_per_iter"] for s in samples]), RACE, MIN_EFFECT,
                       "your fix is faster, measured just now",
                       f"at least {MIN_EFFECT:.0%} more iterations per second than the slow build, significantly, "
-                      "where a fix that moves nothing is not", statistic=stats.harmonic_mean)
+                      "where a fix that moves nothing is not", [cpu], statistic=stats.harmonic_mean)
