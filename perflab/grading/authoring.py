@@ -2,15 +2,15 @@
 
 The author check (run in `make test`) asserts, as rustlings' does, that
 every reference solution passes, every untouched exercise fails, every
-learner notebook is exactly what the generator makes of its solution, and
-no notebook sits in exercises/ or solutions/ without a manifest entry.
+learner notebook is exactly what the generator makes of its solution, every
+written question has its rubric line, and no notebook sits in exercises/ or
+solutions/ without a manifest entry.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,11 +18,10 @@ from pathlib import Path
 import nbformat
 
 from . import FAILED, grade
-from .manifest import EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+from .manifest import BEGIN, END, EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+from .written import questions
 
 GRADINGS_AT_ONCE = 2
-BEGIN = re.compile(r"^(\s*)(?:###|<!--)?\s*BEGIN SOLUTION.*$")
-END = re.compile(r"^\s*(?:###|<!--)?\s*END SOLUTION.*$")
 
 
 def strip_solutions(source: str, stub: str) -> str:
@@ -96,6 +95,10 @@ def _problems() -> list[str]:
         problems += [f"{exercise.name}: hint is not a question: {h!r}" for h in exercise.hints if not h.endswith("?")]
         solution = nbformat.read(exercise.solution_path, as_version=4)
         learner = nbformat.read(exercise.exercise_path, as_version=4)
+        asked = len(questions(learner, manifest.stub_markdown))
+        if len(exercise.rubric) != asked:
+            problems.append(f"{exercise.name}: {asked} written questions but {len(exercise.rubric)} rubric lines in "
+                            "exercises/manifest.toml: give one per question, in the notebook's order")
         expected = [c.source for c in learner_copy(solution, manifest).cells]
         if [c.source for c in learner.cells] != expected:
             problems.append(f"{exercise.exercise_path} differs from its solution's learner copy: run `perflab exercises generate`")
