@@ -212,6 +212,11 @@ CASES = [
     ("reset an unknown exercise", nothing, ["reset", "no-such-exercise"], "unknown exercise"),
     ("reset into a workspace that is a file", files({"work-file": "not a folder"}),
      ["reset", "c2c-harmonic-mean"], "cannot write"),
+    ("reset an exercise and --all", nothing, ["reset", "c2c-harmonic-mean", "--all"],
+     "give one exercise to reset, or --all for the whole workspace"),
+    ("reset with no exercise", nothing, ["reset", "--progress"], "give one exercise to reset, or --all"),
+    ("reset both clearing and keeping progress", nothing, ["reset", "c2c-harmonic-mean", "--progress", "--keep-progress"],
+     "--keep-progress: not allowed with argument --progress"),
     ("list with a progress file that is a folder", files({"progress-folder/x": ""}), ["list"], "cannot read"),
     ("progress with a progress file that is a folder", files({"progress-folder/x": ""}), ["progress"], "cannot read"),
     # perflab layout, probe, system, exercises, and no verb at all
