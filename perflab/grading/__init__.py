@@ -81,7 +81,8 @@ class Report:
         lines += [f"  cell error: {e}" for e in self.cell_errors]
         lines += [c.render() for c in self.checks]
         if self.status == INCONCLUSIVE:
-            lines.append("Inconclusive is not a failure: a measurement moved. Run the notebook and grade again.")
+            lines.append("Inconclusive is not a failure: a measurement moved, or was taken beside other programs (the "
+                         "check says which). Grade again; a pass, once graded, stays passed.")
         if self.hint:
             lines.append(f"hint: {self.hint}")
         lines += [f"note: {note}" for note in self.notes]
