@@ -130,3 +130,12 @@ def test_the_fresh_pair_measurement_beside_a_neighbour_says_the_machine_was_busy
     check = c2c._fresh_agreement(probe(), other, cpu, [50.0] * 20)
     assert check.status == INCONCLUSIVE and f"pid {pid}" in check.got, check
     assert "the machine was busy" in check.got and check.got.startswith("50 ns, but ")
+
+
+def test_a_learners_run_that_could_not_decide_is_quoted():
+    """llc-predict's own run, beside a neighbour, says the machine was busy: the grade said only "could not decide"."""
+    from perflab.labs.inclusive_llc import exercises as llc
+
+    busy = "the machine was busy while the lab measured (other programs ran on CPU 1 for 30% of it (stress-ng-cpu))"
+    check = llc._fresh_measurement(None, None, busy)
+    assert check.status == INCONCLUSIVE and check.got == f"None: your own run could not decide ({busy}); rerun it"

@@ -93,16 +93,17 @@ def predict_and_measure(ns: dict) -> list[Check]:
     else:
         checks.append(_same("your prediction for this machine (from its CPUID)", inclusive_here, predicted,
                             f"{inclusive_here!r}: `perflab probe` says llc_inclusive is {inclusive_here}"))
-    checks.append(_fresh_measurement(machine, ns.get("SLOWDOWN_HERE", "missing")))
+    checks.append(_fresh_measurement(machine, ns.get("SLOWDOWN_HERE", "missing"), ns.get("RUN_REASON")))
     return checks
 
 
-def _fresh_measurement(machine, claim) -> Check:
+def _fresh_measurement(machine, claim, reason=None) -> Check:
     name = "what your measurement showed, against a fresh one"
     if claim not in (True, False, None):
         return Check(name, FAILED, "True, False or None (your run could not decide)", shown(claim))
     if claim is None:
-        return Check(name, INCONCLUSIVE, "True or False", "None: your own run could not decide (its verdict says why); rerun it")
+        why = f" ({reason})" if isinstance(reason, str) and reason else ""
+        return Check(name, INCONCLUSIVE, "True or False", f"None: your own run could not decide{why}; rerun it")
     try:
         pair = LAB.placement_here(machine=machine)
     except CannotShow as reason:
