@@ -2,7 +2,7 @@
 a light neighbour. How often does each grade pass, and what does it say when it does not?
 
 usage: .venv/bin/python benchmarks/exercise_stability.py [EXERCISE ...] [--repeat N] [--no-neighbour]
-                                                         [--wait-below LOAD] [--json]
+                                                         [--wait-below LOAD] [--from FILE] [--book] [--json]
 
 A learner who did everything right must be able to pass on the machine they have. The target: the reference
 solution passes at least 9 of 10 gradings on this machine, or, where this machine cannot show what an exercise
@@ -21,13 +21,15 @@ On a machine others share, --wait-below LOAD starts each round only once the 1-m
 LOAD, waiting up to WAIT_LIMIT_S for it; every grading records the load it started at.
 
 This is a benchmark, not a test: 10 rounds of every exercise take hours on a 2-vCPU machine (the causal
-profiling exercise alone takes minutes a grading). The table is the one in the book's exercises page.
+profiling exercise alone takes minutes a grading). The tables are the ones in the book's exercises page
+(--book writes them there).
 
 examples:
   .venv/bin/python benchmarks/exercise_stability.py
   .venv/bin/python benchmarks/exercise_stability.py nsd-cap-model ipi-predict-rows --repeat 20
   .venv/bin/python benchmarks/exercise_stability.py c2c-measure-pair --repeat 3 --no-neighbour --json
-  .venv/bin/python benchmarks/exercise_stability.py --wait-below 1.5
+  .venv/bin/python benchmarks/exercise_stability.py --wait-below 1.5 --book
+  .venv/bin/python benchmarks/exercise_stability.py --from results/benchmarks/exercise-stability-X.json --book
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ NEIGHBOUR_LOAD = 30  # percent of one CPU
 BUSY = "the machine was busy"  # how a grader's check names neighbours (perflab.grading.live)
 GRADE_TIMEOUT_S = 1800
 WAIT_LIMIT_S = 600
+BOOK_PAGE = REPO / "book" / "src" / "reference" / "exercises.md"
+BOOK_START, BOOK_END = "<!-- exercise stability: from benchmarks/exercise_stability.py -->", "<!-- end of exercise stability -->"
 
 
 def wait_for_load_below(load: float) -> float:
@@ -124,6 +128,8 @@ def quiet_rows(runs: dict[str, list[dict]]) -> list[list[str]]:
             met = "yes"
         elif len(found) > 1 and set(counts) == {"inconclusive"} and len(reasons) == 1 and BUSY not in common:
             met = "cannot show here"  # every grading said the same, word for word, and graded the rest
+        elif not counts["failed"] and not counts["error"] and all(BUSY in why for why in reasons.elements()):
+            met = "machine busy"  # each grading that did not pass named the programs it measured beside
         else:
             met = "NO"
         rows.append([name, str(len(found)), ", ".join(f"{s} {n}" for s, n in counts.most_common()),
@@ -144,6 +150,53 @@ def neighbour_rows(busy: dict[str, list[dict]]) -> list[list[str]]:
     return rows
 
 
+def grade_all(exercises: list, repeat: int, neighbour: bool, wait_below: float | None) -> dict:
+    """Every exercise `repeat` times, quiet (and beside the neighbour), round by round: the record to save."""
+    runs: dict[str, list[dict]] = {e.name: [] for e in exercises}
+    busy: dict[str, list[dict]] = {e.name: [] for e in exercises} if neighbour else {}
+    started, load_before = dt.datetime.now(dt.timezone.utc), os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="perflab-exercise-stability-") as folder:
+        for round_ in range(repeat):  # exercises take turns, so a slow hour of the host hits all of them
+            if wait_below:
+                waited = wait_for_load_below(wait_below)
+                print(f"[{round_ + 1}/{repeat}] waited {waited:.0f} s for a load below {wait_below}: "
+                      f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+            for exercise in exercises:
+                kinds = [(runs, grading, "quiet"), *([(busy, beside_neighbour, "beside stress-ng")] if busy else [])]
+                for found, grade, label in kinds[::-1] if round_ % 2 else kinds:  # alternate which goes first
+                    found[exercise.name].append(grade(exercise, Path(folder)))
+                    last = found[exercise.name][-1]
+                    print(f"[{round_ + 1}/{repeat}] {exercise.name} ({label}): {last['status']} in "
+                          f"{last['seconds']:.0f} s at load {last['load']:.1f}"
+                          + (f": {last['check']}: {last['why']}" if last["why"] else ""), file=sys.stderr, flush=True)
+    return {"created": started.isoformat(timespec="seconds"), "machine": probe().summary(), "load_before": load_before,
+            "load_after": os.getloadavg(), "runs": runs, "beside_neighbour": busy or None}
+
+
+def loads(record: dict) -> str:
+    """The load averages the gradings started at: "load 1.3 to 6.2, median 3.4 (1-minute averages)"."""
+    found = sorted(g["load"] for kind in ("runs", "beside_neighbour") for gradings in (record[kind] or {}).values()
+                   for g in gradings)
+    return f"load {found[0]:.1f} to {found[-1]:.1f}, median {found[len(found) // 2]:.1f} (1-minute averages)"
+
+
+def markdown(rows: list[list[str]]) -> str:
+    cells = [[cell.replace("|", "\\|") for cell in row] for row in rows]
+    return "\n".join(["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0]),
+                      *("| " + " | ".join(row) + " |" for row in cells[1:])])
+
+
+def write_book(record: dict) -> None:
+    """The tables into the book's exercises page, between its markers."""
+    text = BOOK_PAGE.read_text()
+    tables = [f"Graded {record['created'][:10]}, {loads(record)}, on: {record['machine'].get('cpu_model', '?')}.",
+              "", "Quiet:", "", markdown(quiet_rows(record["runs"]))]
+    if record["beside_neighbour"]:
+        tables += ["", "Beside the neighbour:", "", markdown(neighbour_rows(record["beside_neighbour"]))]
+    BOOK_PAGE.write_text(text[:text.index(BOOK_START) + len(BOOK_START)] + "\n" + "\n".join(tables) + "\n"
+                         + text[text.index(BOOK_END):])
+
+
 def main() -> int:
     names = [e.name for e in load_manifest().exercises]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("examples:")[1],
@@ -153,42 +206,31 @@ def main() -> int:
     parser.add_argument("--no-neighbour", action="store_true", help="grade quietly only")
     parser.add_argument("--wait-below", type=float, metavar="LOAD",
                         help=f"start each round once the load average is below LOAD (waiting {WAIT_LIMIT_S} s at most)")
+    parser.add_argument("--from", dest="saved", type=Path, metavar="FILE",
+                        help="grade nothing: show the gradings a run saved (results/benchmarks/...json)")
+    parser.add_argument("--book", action="store_true", help="also write the tables into the book's exercises page")
     parser.add_argument("--json", action="store_true", help="print the raw gradings as JSON instead of the tables")
     args = parser.parse_args()
     unknown = sorted(set(args.exercises) - set(names))
     if unknown or args.repeat < 1:
         parser.error(f"unknown exercise {unknown[0]}" if unknown else "--repeat must be at least 1")
-    exercises = [load_manifest().find(name) for name in args.exercises]
-    runs: dict[str, list[dict]] = {e.name: [] for e in exercises}
-    busy: dict[str, list[dict]] = {} if args.no_neighbour else {e.name: [] for e in exercises}
-    started, load_before = dt.datetime.now(dt.timezone.utc), os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="perflab-exercise-stability-") as folder:
-        for round_ in range(args.repeat):  # exercises take turns, so a slow hour of the host hits all of them
-            if args.wait_below:
-                waited = wait_for_load_below(args.wait_below)
-                print(f"[{round_ + 1}/{args.repeat}] waited {waited:.0f} s for a load below {args.wait_below}: "
-                      f"{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
-            for exercise in exercises:
-                kinds = [(runs, grading, "quiet"), *([(busy, beside_neighbour, "beside stress-ng")] if busy else [])]
-                for found, grade, label in kinds[::-1] if round_ % 2 else kinds:  # alternate which goes first
-                    found[exercise.name].append(grade(exercise, Path(folder)))
-                    last = found[exercise.name][-1]
-                    print(f"[{round_ + 1}/{args.repeat}] {exercise.name} ({label}): {last['status']} in "
-                          f"{last['seconds']:.0f} s at load {last['load']:.1f}"
-                          + (f": {last['check']}: {last['why']}" if last["why"] else ""), file=sys.stderr, flush=True)
-    record = {"created": started.isoformat(timespec="seconds"), "machine": probe().summary(),
-              "load_before": load_before, "load_after": os.getloadavg(), "runs": runs, "beside_neighbour": busy or None}
-    out = results_dir() / "benchmarks" / f"exercise-stability-{started:%Y%m%dT%H%M%SZ}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(out, json.dumps(record, indent=1) + "\n")
+    if args.saved:
+        record = json.loads(args.saved.read_text())
+    else:
+        exercises = [load_manifest().find(name) for name in args.exercises]
+        record = grade_all(exercises, args.repeat, not args.no_neighbour, args.wait_below)
+        out = results_dir() / "benchmarks" / f"exercise-stability-{dt.datetime.fromisoformat(record['created']):%Y%m%dT%H%M%SZ}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, json.dumps(record, indent=1) + "\n")
+        print(f"saved: {out}", file=sys.stderr)
     if args.json:
         print(json.dumps(record, indent=1))
     else:
-        print(table(quiet_rows(runs)))
-        if busy:
-            print()
-            print(table(neighbour_rows(busy)))
-    print(f"saved: {out}", file=sys.stderr)
+        print(f"{loads(record)}\n\n{table(quiet_rows(record['runs']))}")
+        if record["beside_neighbour"]:
+            print(f"\n{table(neighbour_rows(record['beside_neighbour']))}")
+    if args.book:
+        write_book(record)
     return 0
 
 
