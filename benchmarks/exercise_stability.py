@@ -57,6 +57,9 @@ from perflab.results import write_atomic  # noqa: E402
 from perflab.text import table  # noqa: E402
 
 TARGET_PASSES = 9  # of 10
+# The verdicts of the quiet table: "yes" (9 passes in 10 at least), "cannot show here" (never passed, and every
+# grading said why in the same check, not blaming neighbours), "machine busy" (no failure, and every grading that
+# did not pass named the programs it measured beside), else "NO".
 NEIGHBOUR_LOAD = 30  # percent of one CPU
 BUSY = "the machine was busy"  # how a grader's check names neighbours (perflab.grading.live)
 GRADE_TIMEOUT_S = 1800
@@ -126,8 +129,9 @@ def quiet_rows(runs: dict[str, list[dict]]) -> list[list[str]]:
         common = reasons.most_common(1)[0][0] if reasons else ""
         if passed >= TARGET_PASSES * len(found) / 10:
             met = "yes"
-        elif len(found) > 1 and set(counts) == {"inconclusive"} and len(reasons) == 1 and BUSY not in common:
-            met = "cannot show here"  # every grading said the same, word for word, and graded the rest
+        elif (len(found) > 1 and set(counts) == {"inconclusive"} and len({g["check"] for g in found}) == 1
+              and not any(BUSY in why for why in reasons)):
+            met = "cannot show here"  # never passed: every grading said so in the same check, and graded the rest
         elif not counts["failed"] and not counts["error"] and all(BUSY in why for why in reasons.elements()):
             met = "machine busy"  # each grading that did not pass named the programs it measured beside
         else:
