@@ -33,7 +33,7 @@ from .sysfs import SysRoot, default_root
 
 LOOK_EVERY_S = 0.5
 BUSY_SHARE = 0.05  # of a CPU's time during the measurement: a neighbour this busy can move a lab's effect
-MIN_BUSY_S = 0.1  # ten clock ticks: less than this is a tick or two of rounding, not a neighbour
+MIN_BUSY_S = 0.03  # three clock ticks: a process is charged whole ticks, so one or two may be rounding
 PF_KTHREAD = 0x00200000
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 

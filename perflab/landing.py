@@ -26,7 +26,7 @@ tr + tr { border-top: 1px solid #eee; } .soon { color: #888; }
 .status { font-size: 0.85rem; padding: 0.05rem 0.45rem; border-radius: 0.6rem; background: #eee; white-space: nowrap; }
 .passed, .reproduced { background: #d7f5dd; } .failed, .not-reproduced { background: #fadcdc; }
 .inconclusive { background: #fcefd2; } .cannot-show { background: #e3e8f5; }
-code { background: #f3f3f3; padding: 0 0.2rem; }
+code { background: #f3f3f3; padding: 0 0.2rem; } .later { color: #666; }
 """
 
 
@@ -71,7 +71,8 @@ def render_html(root: Path, base_url: str = "/") -> str:
     cli = "perflab" if learner else ".venv/bin/perflab"  # the course's tools are first on a learner's PATH
     exercise_lines = [
         f'<tr><td>{e.lab_number}</td><td><a href="{notebook_url(e.notebook, root, base_url)}">{escape(e.title)}</a>'
-        f'</td><td><code>{escape(e.name)}</code></td><td>{_badge(e.status)}</td></tr>' for e in exercises]
+        f'</td><td><code>{escape(e.name)}</code></td><td>{_badge(e.status)}'
+        + (f' <small class="later">{escape(e.later)}</small>' if e.later else "") + '</td></tr>' for e in exercises]
     return f"""<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>perflab: CPU and OS performance, on your own machine</title>
@@ -91,9 +92,11 @@ def render_html(root: Path, base_url: str = "/") -> str:
 {chr(10).join(exercise_lines)}
 </table>
 <p>Grade with the notebook's <b>Check</b> button, or in a <a href="{base_url}lab">JupyterLab terminal</a>:
-<code>{cli} grade NAME</code>. <code>{cli} list</code> shows this page as text,
+<code>{cli} grade NAME</code>. A pass stays passed; later grades are listed beside it.
+<code>{cli} list</code> shows this page as text,
 <code>perflab hint NAME</code> gives a hint, <code>perflab reset NAME</code> a fresh copy (yours is kept in
-<code>work/.backup/</code>). Reload this page to see a new grade.</p>
+<code>work/.backup/</code>; it asks whether to clear the exercise's progress too). Reload this page to see a new
+grade.</p>
 <p><a href="{base_url}lab">Open JupyterLab</a> to browse every file.</p>
 </body>
 </html>

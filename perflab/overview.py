@@ -35,7 +35,8 @@ class ExerciseRow:
     lab_number: int
     title: str
     notebook: Path      # the learner's copy
-    status: str         # passed | failed | inconclusive | not attempted
+    status: str         # the best grade (progress.Standing): passed | failed | inconclusive | not attempted
+    later: str = ""     # the grades after the first pass: "later: failed, inconclusive"
 
 
 def lab_rows() -> list[LabRow]:
@@ -45,10 +46,14 @@ def lab_rows() -> list[LabRow]:
 
 def exercise_rows() -> list[ExerciseRow]:
     """Lab by lab, each lab's exercises in the order its manifest entry lists them (the order learners meet them)."""
-    status = progress.current()
+    standing = progress.standing()
     exercises = sorted(load_manifest().exercises, key=lambda e: (e.lab.number, e.lab.exercises.index(e.name)))
-    return [ExerciseRow(e.name, e.lab.name, e.lab.number, notebook_title(e.exercise_path), e.learner_path,
-                        status.get(e.name, "not attempted")) for e in exercises]
+    rows = []
+    for e in exercises:
+        found = standing.get(e.name)
+        rows.append(ExerciseRow(e.name, e.lab.name, e.lab.number, notebook_title(e.exercise_path), e.learner_path,
+                                found.status if found else "not attempted", found.later_text() if found else ""))
+    return rows
 
 
 def notebook_title(path: Path) -> str:
@@ -62,8 +67,10 @@ def notebook_title(path: Path) -> str:
 def render_exercises(rows: list[ExerciseRow]) -> str:
     passed = sum(r.status == "passed" for r in rows)
     return "\n".join([table([["lab", "exercise", "status", "notebook"],
-                             *[[f"{r.lab_number} {r.lab}", r.name, r.status, str(r.notebook)] for r in rows]]),
-                      f"{passed} of {len(rows)} passed (progress in {progress.progress_path()})"])
+                             *[[f"{r.lab_number} {r.lab}", r.name, r.status + (f" ({r.later})" if r.later else ""),
+                                str(r.notebook)] for r in rows]]),
+                      f"{passed} of {len(rows)} passed (progress in {progress.progress_path()}; a pass stays passed, "
+                      "later grades beside it)"])
 
 
 def render() -> str:

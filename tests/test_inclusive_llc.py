@@ -182,6 +182,14 @@ def test_victim_counted_by_perf_stat_for_real():
     assert values and 0 < counts["task-clock"] < 1000
 
 
+def test_a_victim_whose_warm_up_outlasts_its_run_still_times_one_sample():
+    """A 1 ms victim's warm-up alone takes longer: it gave no timed sample, and on a busy machine a quick run's
+    victim so failed the whole lab ("need at least 1 sample to compute a median", llc-predict's notebook)."""
+    victim = ensure_built(lab.SOURCE_DIR, "victim")
+    values, _ = programs.run_victim(programs.victim_argv(victim, probe().online_cpus[-1], 16384, 1), [])
+    assert len(values) == 1 and values[0] > 0
+
+
 # --- the benchmarks, for real -------------------------------------------------------------------------
 
 def bench(program: str, *args: str) -> subprocess.CompletedProcess:

@@ -80,7 +80,9 @@ def test_busy_cpus_names_the_cpu_the_share_and_the_programs():
     busy = busy_cpus(found([(1, "stress-ng-cpu", 2.9), (1, "firefox", 0.2), (0, "sshd", 0.1)]))
     assert busy == ["other programs ran on CPU 1 for 31% of it (stress-ng-cpu (pid 100), firefox (pid 101))"]
     assert busy_cpus(found([(0, "sshd", 0.4)])) == []  # 4% of a CPU: below the share that moves an effect
-    assert busy_cpus(found([(0, "sshd", 0.04)], seconds=0.5)) == []  # 8% of a short run, but four ticks
+    assert busy_cpus(found([(0, "sshd", 0.02)], seconds=0.2)) == []  # 10% of a short run, but two ticks
+    assert busy_cpus(found([(1, "spin", 0.05)], seconds=0.1)) == [  # a grader's 0.1 s pair run, half taken
+        "other programs ran on CPU 1 for 50% of it (spin (pid 100))"]
     assert busy_cpus(found([], steal={"0": 1.5, "1": 0.0})) == ["the host took 15% of CPU 0 (steal time)"]
 
 

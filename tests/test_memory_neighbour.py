@@ -14,6 +14,7 @@ import pytest
 from perflab.build import ensure_built
 from perflab.grading import FAILED, PASSED, Answers
 from perflab.grading.kernel import FunctionAnswer
+from perflab.grading.live import Watched
 from perflab.labs import CannotShow
 from perflab.labs.memory_neighbour import LAB, monitors, programs
 from perflab.labs.memory_neighbour import exercises as checks
@@ -282,14 +283,17 @@ def test_a_real_quick_run_keeps_every_arm_and_the_rss():
     assert [title for title, _ in figures(verdict)]
 
 
-@pytest.mark.parametrize("write_slowdown, status", [(0.10, PASSED), (0.01, PASSED), (0.30, "inconclusive")])
-def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, status):
+@pytest.mark.parametrize("write_slowdown, busy, status", [
+    (0.10, [], PASSED), (0.01, [], PASSED), (0.30, [], "inconclusive"),
+    (0.10, ["other programs ran on CPU 1 for 30% of it (stress-ng-cpu (pid 7))"], "inconclusive"),
+])
+def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, busy, status):
     fresh = synthetic_result(1 + write_slowdown)
     fresh["race"]["values"][arm("far", "nt-write")] = [b * 1.10 for b in BASE]  # +10% at 14 GB/s
     fresh["neighbour_periods"]["write"] = [{"seconds": 1.0, "bytes": 7 * 10**9, "gb_per_s": 7.0, "steps_per_ns": 0.0}]
     if write_slowdown == 0.01:  # nothing beside non-temporal stores either: the model predicts nothing
         fresh["race"]["values"][arm("far", "nt-write")] = list(BASE)
-    monkeypatch.setattr(checks, "fresh_race", lambda: fresh)
+    monkeypatch.setattr(checks, "fresh_race", lambda: (fresh, Watched(busy)))
     inputs = checks.model_inputs()
     answers = Answers(
         {
@@ -302,6 +306,7 @@ def test_the_model_is_checked_against_a_fresh_race(monkeypatch, write_slowdown, 
     )
     found = checks.predict_slowdown(answers)
     assert [c.status for c in found] == [PASSED, status], found[-1].render()
+    assert all(phrase in found[-1].got for phrase in busy)  # a race beside a neighbour names it
 
 
 def test_the_prediction_says_what_a_vm_and_the_monitors_change():

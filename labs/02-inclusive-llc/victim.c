@@ -105,7 +105,7 @@ int main(int argc, char **argv)
         uint64_t t1 = perflab_now_ns();
         printf("{\"type\":\"sample\",\"t_ms\":%.3f,\"ns_per_access\":%.4f%s}\n", (t1 - start) / 1e6,
                (double)(t1 - t0) / accesses, sample == 0 ? ",\"warmup\":true" : "");
-        if (t1 >= deadline)
+        if (t1 >= deadline && sample > 0) /* one timed sample at least, however late a busy CPU ended the warm-up */
             break;
     }
     /* Print where the chase ended so the compiler cannot drop it. */

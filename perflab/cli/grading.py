@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
+from ..errors import PerflabError
 from .common import print_json
 
 
@@ -11,8 +13,9 @@ def add_commands(commands) -> None:
     p = commands.add_parser(
         "grade", help="grade an exercise notebook",
         description="Run your copy of an exercise notebook (work/exercises/...) from the top in a fresh kernel, "
-                    "check what it produced, and record a pass or a failure in your progress file. Each failed "
-                    "grade opens one more hint (`perflab hint`). Exit code 0 when it passed, 1 when it did not.",
+                    "check what it produced and that each question in words has your answer, and record the grade "
+                    "in your progress file (a pass stays passed). Each failed grade opens one more hint (`perflab "
+                    "hint`). Exit code 0 when it passed, 1 when it did not.",
         examples=("perflab grade c2c-harmonic-mean", "perflab grade c2c-pipeline-pinning --json",
                   "perflab grade c2c-measure-pair --notebook my-copy.ipynb"))
     p.add_argument("exercise", help="exercise name, as in exercises/manifest.toml (`perflab list` shows them)")
@@ -36,17 +39,29 @@ def add_commands(commands) -> None:
     p.set_defaults(func=cmd_hint)
 
     p = commands.add_parser(
-        "reset", help="a fresh copy of an exercise notebook; yours is kept in work/.backup/",
+        "reset", help="a fresh copy of an exercise notebook (yours kept in work/.backup/), and its progress if you say",
         description="Replace your copy of an exercise notebook in work/exercises/ with a fresh one; yours is "
-                    "moved to work/.backup/ first. Your progress is not touched.",
-        examples=("perflab reset c2c-harmonic-mean",))
-    p.add_argument("exercise", help="exercise name, as `perflab list` shows it")
+                    "copied to work/.backup/ first. On a terminal it then asks whether to clear the exercise's "
+                    "progress too: its grades, the hints they opened and its kept written answers; --progress or "
+                    "--keep-progress answers for a script (without either and without a terminal, progress is "
+                    "kept). --all does the same for the whole workspace: every exercise and lab notebook. It says "
+                    "what it cleared.",
+        examples=("perflab reset c2c-harmonic-mean", "perflab reset c2c-harmonic-mean --progress",
+                  "perflab reset --all --keep-progress"))
+    p.add_argument("exercise", nargs="?", help="exercise name, as `perflab list` shows it")
+    p.add_argument("--all", action="store_true", help="every notebook of the workspace instead of one exercise")
+    choice = p.add_mutually_exclusive_group()
+    choice.add_argument("--progress", dest="clear_progress", action="store_true", default=None,
+                        help="clear the progress too, without asking")
+    choice.add_argument("--keep-progress", dest="clear_progress", action="store_false",
+                        help="keep the progress, without asking")
     p.set_defaults(func=cmd_reset)
 
     p = commands.add_parser(
         "progress", help="which exercises you have passed",
         description="Every exercise with its status, from your progress file (work/progress.txt: plain text you "
-                    "can read); --reset forgets it all.",
+                    "can read). The status is the best grade: a pass stays passed, and later grades are listed "
+                    "beside it. --reset forgets it all, the written answers kept beside it too.",
         examples=("perflab progress", "perflab progress --reset"))
     p.add_argument("--reset", action="store_true", help="forget all progress")
     p.set_defaults(func=cmd_progress)
@@ -93,13 +108,78 @@ def cmd_hint(args: argparse.Namespace) -> int:
 
 def cmd_reset(args: argparse.Namespace) -> int:
     from ..manifest.exercises import load_manifest
-    from ..workspace import reset
+    from ..workspace import course_notebooks, reset
 
-    exercise = load_manifest().find(args.exercise)
-    backup = reset(exercise.exercise_path, exercise.learner_path)
-    print(f"{exercise.learner_path}: a fresh copy" + (f"; yours is kept in {backup}" if backup else ""))
-    print("reload it in JupyterLab (File > Reload Notebook from Disk) before you go on")
+    if bool(args.exercise) == args.all:
+        raise PerflabError("give one exercise to reset, or --all for the whole workspace (not both)")
+    exercises = load_manifest().exercises if args.all else (load_manifest().find(args.exercise),)
+    notebooks = course_notebooks() if args.all else [(e.exercise_path, e.learner_path) for e in exercises]
+    clear = args.clear_progress
+    held = "" if clear is False else _progress_of(exercises)  # --keep-progress needs no readable progress file
+    if clear is None and held and sys.stdin.isatty():  # asked before anything changes: Ctrl-C here changes nothing
+        clear = _yes(f"Clear {'the whole workspace' if args.all else args.exercise}'s progress too ({held})? [y/N] ")
+    for course, mine in notebooks:
+        backup = reset(course, mine)
+        print(f"{mine}: a fresh copy" + (f"; yours is kept in {backup}" if backup else ""))
+    print("reload open notebooks in JupyterLab (File > Reload Notebook from Disk) before you go on")
+    if clear is False and not held:
+        print("progress kept, as --keep-progress says")
+    elif not held:
+        print("no progress recorded: nothing to clear")
+    elif clear:
+        _clear_progress(exercises, every=args.all)
+        print(f"cleared: {held}; hints start again from the first")
+    else:
+        again = f"perflab reset {'--all' if args.all else args.exercise} --progress"
+        print(f"progress kept ({held}); `{again}` clears it")
     return 0
+
+
+def _progress_of(exercises) -> str:
+    """What progress the exercises hold, in words: "3 grades, best passed; hint 2 of 3 opened; 1 written answer",
+    or "" when none."""
+    from ..grading import next_hint, progress, written
+
+    standing, kept = progress.standing(), written.kept()
+    graded = [e for e in exercises if e.name in standing]
+    if not graded:
+        return ""
+    grades = sum(standing[e.name].grades for e in graded)
+    hints = {e.name: next_hint(e) for e in graded}
+    answers = sum(1 for e in graded for entry in kept.get(e.name, [])
+                  if isinstance(entry, dict) and entry.get("answer"))
+    if len(exercises) == 1:
+        opened = hints[graded[0].name]
+        said = [f"{grades} grade{'s' * (grades != 1)}, best {standing[graded[0].name].status}"]
+        said += [f"hint {opened[0]} of {len(graded[0].hints)} opened"] if opened and opened[0] > 1 else []
+    else:
+        passed = sum(standing[e.name].status == "passed" for e in graded)
+        said = [f"{grades} grades of {len(graded)} exercises, {passed} passed"]
+        beyond = sum(opened[0] - 1 for opened in hints.values() if opened)
+        said += [f"{beyond} hint{'s' * (beyond != 1)} opened beyond the first"] if beyond else []
+    said += [f"{answers} written answer{'s' * (answers != 1)}"] if answers else []
+    return "; ".join(said)
+
+
+def _clear_progress(exercises, every: bool) -> None:
+    """Forget the exercises' grades (and so the hints they opened) and their kept written answers."""
+    from ..grading import progress, written
+
+    if every:
+        progress.reset()
+        written.forget_all()
+        return
+    for exercise in exercises:
+        progress.forget(exercise.name)
+        written.forget(exercise.name)
+
+
+def _yes(question: str) -> bool:
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:  # Ctrl-D: no
+        print()
+        return False
 
 
 def cmd_progress(args: argparse.Namespace) -> int:
@@ -107,8 +187,11 @@ def cmd_progress(args: argparse.Namespace) -> int:
     from ..overview import exercise_rows, render_exercises
 
     if args.reset:
+        from ..grading import written
+
         progress.reset()
-        print(f"progress reset ({progress.progress_path()})")
+        written.forget_all()
+        print(f"progress reset ({progress.progress_path()}), with the written answers kept beside it")
     else:
         print(render_exercises(exercise_rows()))
     return 0

@@ -6,8 +6,10 @@ themselves: from raw result files whose provenance holds, from recorded data,
 or from a fresh measurement.
 
 A check passes, fails, or is inconclusive (a fresh measurement disagreed in a
-way a rerun can settle): inconclusive is never reported as a failure. A grade
-with a cell error in it never passes.
+way a rerun can settle, or was taken on a busy machine): inconclusive is never
+reported as a failure. A grade with a cell error in it never passes, nor one
+whose written question is unanswered (perflab.grading.written): "code passed,
+written answer missing".
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class Check:
     name: str
     status: str
     expected: str
-    got: str
+    got: str  # numbers in expected and got as perflab.grading.numbers.shown writes them
+    written: bool = False  # a written answer's check, not the code's
 
     def render(self) -> str:
         mark = {PASSED: "ok  ", FAILED: "FAIL", INCONCLUSIVE: "??  "}[self.status]
@@ -48,6 +51,7 @@ class Report:
     cell_errors: list[str] = field(default_factory=list)
     hint: str | None = None
     notes: list[str] = field(default_factory=list)
+    written: dict[str, str | None] = field(default_factory=dict)  # each written question: the learner's answer
 
     @property
     def status(self) -> str:
@@ -56,16 +60,29 @@ class Report:
             return FAILED
         return INCONCLUSIVE if INCONCLUSIVE in statuses else PASSED
 
+    @property
+    def code_passed(self) -> bool:
+        code = [c for c in self.checks if not c.written]
+        return bool(code) and not self.cell_errors and all(c.status == PASSED for c in code)
+
+    @property
+    def headline(self) -> str:
+        unanswered = any(c.written and c.status == FAILED for c in self.checks)
+        said = " (code passed, written answer missing)" if unanswered and self.code_passed else ""
+        return f"{self.exercise}: {self.status.upper()}{said}"
+
     def to_json(self) -> dict[str, Any]:
-        return {"exercise": self.exercise, "status": self.status, "checks": [asdict(c) for c in self.checks],
-                "cell_errors": self.cell_errors, "hint": self.hint, "notes": self.notes}
+        return {"exercise": self.exercise, "status": self.status, "headline": self.headline,
+                "checks": [asdict(c) for c in self.checks], "cell_errors": self.cell_errors, "hint": self.hint,
+                "notes": self.notes, "written": self.written}
 
     def render(self) -> str:
-        lines = [f"{self.exercise}: {self.status.upper()}"]
+        lines = [self.headline]
         lines += [f"  cell error: {e}" for e in self.cell_errors]
         lines += [c.render() for c in self.checks]
         if self.status == INCONCLUSIVE:
-            lines.append("Inconclusive is not a failure: a measurement moved. Run the notebook and grade again.")
+            lines.append("Inconclusive is not a failure: a measurement moved, or was taken beside other programs (the "
+                         "check says which). Grade again; a pass, once graded, stays passed.")
         if self.hint:
             lines.append(f"hint: {self.hint}")
         lines += [f"note: {note}" for note in self.notes]
@@ -115,8 +132,12 @@ def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = T
           timeout: float | None = None) -> Report:
     """Grade an exercise: run its notebook (the learner's copy in work/ unless told otherwise) in a fresh kernel,
     all of it within `timeout` seconds (None: the exercise's budget in the manifest), then check what it produced
-    here. Progress is recorded only for the learner's own copy."""
-    exercise = load_manifest().find(name)
+    here, and that every written question has an answer. Progress, and the answers written, are recorded only for
+    the learner's own copy."""
+    from . import written
+
+    manifest = load_manifest()
+    exercise = manifest.find(name)
     path = Path(notebook) if notebook else exercise.learner_path
     if not notebook and not path.exists():
         prepare()  # first use without `make lab`: the learner's copy is the fresh exercise
@@ -124,16 +145,20 @@ def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = T
     inputs = {fn: make() for fn, make in getattr(check_function, "functions", {}).items()}
     saved = read_notebook(path)
     code = [cell.source for _, cell in graded_cells(saved) if cell.cell_type == "code"]
+    answered = written.answers(read_notebook(exercise.exercise_path), saved, manifest.stub_markdown)
     values, errors = run_notebook(saved, path.parent, inputs, exercise.budget_s if timeout is None else timeout)
-    report = Report(name, check_function(Answers(values, inputs, code)), errors)
+    checks = check_function(Answers(values, inputs, code))
+    checks += [written.check(answer, manifest.stub_markdown) for answer in answered]
+    report = Report(name, checks, errors, written={a.question.text: a.text for a in answered})
     recorded = False
     if record and path.resolve() == exercise.learner_path.resolve():
         try:
             progress.record(name, report.status)
             recorded = True
+            written.keep(name, answered)
         except PerflabError as err:
             report.notes.append(str(err))
-    if report.status == FAILED and (hint := next_hint(exercise, failing_now=not recorded)):
+    if report.status == FAILED and not report.code_passed and (hint := next_hint(exercise, failing_now=not recorded)):
         report.hint = hint[1]
     return report
 

@@ -13,6 +13,7 @@ from ..manifest.labs import find
 from ..paths import results_dir
 from . import FAILED, PASSED, Answers, Check
 from .kernel import CallError, FunctionAnswer
+from .numbers import digits_for, shown
 from .own_code import refused_call
 
 
@@ -50,16 +51,18 @@ def function_check(answers: Answers, name: str, reference: Callable, rel: float,
     for arguments, got in zip(inputs, learner.results):
         expected = reference(*arguments)
         if isinstance(got, CallError) or not _same(got, expected, rel):
-            return Check(f"{name} on fresh data {_shown(arguments)}", FAILED, repr(expected), repr(got))
+            digits = digits_for(rel)
+            return Check(f"{name} on fresh data {_start_of(arguments)}", FAILED, shown(expected, digits),
+                         shown(got, digits))
     return Check(f"{name} on {len(inputs)} fresh data sets", PASSED, "matches the reference", "matches")
 
 
-def _shown(arguments: list) -> str:
-    """The start of a fresh input, for the report: a few numbers rounded, anything else as a short repr."""
+def _start_of(arguments: list) -> str:
+    """The start of a fresh input, for the report: its first five numbers, or the first 80 characters."""
     first = arguments[0] if arguments else arguments
-    if isinstance(first, list) and all(isinstance(v, (int, float)) for v in first[:5]):
-        return f"{[round(v, 3) for v in first[:5]]}..."
-    text = repr(arguments)
+    if isinstance(first, list) and len(first) > 5 and all(isinstance(v, (int, float)) for v in first[:5]):
+        return f"{shown(first[:5])[:-1]}, ...]"
+    text = shown(arguments)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -69,7 +72,7 @@ def saved_result(answers: Answers, made_by: str, key: str = "result") -> tuple[d
     result = answers.get(key)
     path = result.get("path") if isinstance(result, dict) else None
     if not path:
-        return None, Check(name, FAILED, f"`{key}` from {made_by}", repr(result)[:80])
+        return None, Check(name, FAILED, f"`{key}` from {made_by}", shown(result)[:80])
     try:
         saved = results.load(path)
     except PerflabError as err:

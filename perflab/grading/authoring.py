@@ -2,27 +2,26 @@
 
 The author check (run in `make test`) asserts, as rustlings' does, that
 every reference solution passes, every untouched exercise fails, every
-learner notebook is exactly what the generator makes of its solution, and
-no notebook sits in exercises/ or solutions/ without a manifest entry.
+learner notebook is exactly what the generator makes of its solution, every
+written question has its rubric line, and no notebook sits in exercises/ or
+solutions/ without a manifest entry.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 
-from ..manifest.exercises import EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+from ..manifest.exercises import BEGIN, END, EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
 from . import FAILED, grade
+from .written import questions
 
 GRADINGS_AT_ONCE = 2
-BEGIN = re.compile(r"^(\s*)(?:###|<!--)?\s*BEGIN SOLUTION.*$")
-END = re.compile(r"^\s*(?:###|<!--)?\s*END SOLUTION.*$")
 
 
 def strip_solutions(source: str, stub: str) -> str:
@@ -96,9 +95,17 @@ def _problems() -> list[str]:
         problems += [f"{exercise.name}: hint is not a question: {h!r}" for h in exercise.hints if not h.endswith("?")]
         solution = nbformat.read(exercise.solution_path, as_version=4)
         learner = nbformat.read(exercise.exercise_path, as_version=4)
+        asked = len(questions(learner, manifest.stub_markdown))
+        if len(exercise.rubric) != asked:
+            problems.append(
+                f"{exercise.name}: {asked} written questions but {len(exercise.rubric)} rubric lines in "
+                "exercises/manifest.toml: give one per question, in the notebook's order"
+            )
         expected = [c.source for c in learner_copy(solution, manifest).cells]
         if [c.source for c in learner.cells] != expected:
-            problems.append(f"{exercise.exercise_path} differs from its solution's learner copy: run `perflab exercises generate`")
+            problems.append(
+                f"{exercise.exercise_path} differs from its solution's learner copy: run `perflab exercises generate`"
+            )
     # Two gradings at a time: most of a grading is a kernel starting and importing, and every measurement
     # in it (the notebook's or the grader's) queues for the machine-wide measurement lock anyway.
     with ThreadPoolExecutor(max_workers=GRADINGS_AT_ONCE) as pool:
@@ -106,7 +113,11 @@ def _problems() -> list[str]:
         untouched = [pool.submit(grade, e.name, e.exercise_path, record=False) for e in manifest.exercises]
         for exercise, solved_report, untouched_report in zip(manifest.exercises, solved, untouched):
             if solved_report.result().status == FAILED:
-                problems.append(f"{exercise.name}: the reference solution does not pass:\n{solved_report.result().render()}")
+                problems.append(
+                    f"{exercise.name}: the reference solution does not pass:\n{solved_report.result().render()}"
+                )
             if (status := untouched_report.result().status) != FAILED:
-                problems.append(f"{exercise.name}: the untouched exercise does not fail ({status}); its checks test nothing")
+                problems.append(
+                    f"{exercise.name}: the untouched exercise does not fail ({status}); its checks test nothing"
+                )
     return problems

@@ -68,7 +68,9 @@ class Scope:
     def _bind(self, node: ast.AST) -> None:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                self._add(alias.asname or alias.name.split(".")[0], {alias.name if alias.asname else alias.name.split(".")[0]})
+                self._add(
+                    alias.asname or alias.name.split(".")[0], {alias.name if alias.asname else alias.name.split(".")[0]}
+                )
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 if alias.name == "*":
@@ -110,8 +112,11 @@ class Scope:
         if isinstance(node, ast.Subscript) and (key := _text(node.slice)):
             if "sys.modules" in self.resolve(node.value):
                 return {key}
-            if isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and \
-                    node.value.func.id in ("globals", "vars", "locals"):
+            if (
+                isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id in ("globals", "vars", "locals")
+            ):
                 return self.lookup(key)
         return set()
 
@@ -133,7 +138,9 @@ def _object_at(path: str) -> object | None:
     return None
 
 
-def refused_call(cells: Iterable[str], name: str, reference: Callable, also_refused: tuple[str, ...] = ()) -> str | None:
+def refused_call(
+    cells: Iterable[str], name: str, reference: Callable, also_refused: tuple[str, ...] = ()
+) -> str | None:
     """Why the notebook's `name` is not the learner's own (it is no `def`, or it reaches the reference or one of
     `also_refused`), or None."""
     trees = python_of(cells)
@@ -161,23 +168,33 @@ def refused_call(cells: Iterable[str], name: str, reference: Callable, also_refu
                     if path in refused or any(path.startswith(r + ".") for r in refused) or _is(path, reference):
                         via = "" if function == name else f" (which {name} calls)"
                         return f"{function}{via} calls {path}: write it yourself"
-                if isinstance(node, ast.Name) and node.id in defined and node.id not in read \
-                        and node.id not in scope.local:
+                if (
+                    isinstance(node, ast.Name)
+                    and node.id in defined
+                    and node.id not in read
+                    and node.id not in scope.local
+                ):
                     to_read.append(node.id)
     return None
 
 
 def _scope_of(definition: ast.AST, notebook: Scope) -> Scope:
     arguments = definition.args
-    parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                                  arguments.vararg, arguments.kwarg] if a is not None}
+    parameters = {
+        a.arg
+        for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+        if a is not None
+    }
     body = definition.body if isinstance(definition.body, list) else [definition.body]
     return Scope([node for statement in body for node in ast.walk(statement)], notebook, parameters)
 
 
 def _named_by(node: ast.AST, scope: Scope) -> Paths:
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) or isinstance(node, (ast.Attribute, ast.Call,
-                                                                                            ast.Subscript)):
+    if (
+        isinstance(node, ast.Name)
+        and isinstance(node.ctx, ast.Load)
+        or isinstance(node, (ast.Attribute, ast.Call, ast.Subscript))
+    ):
         return scope.resolve(node)
     return set()
 

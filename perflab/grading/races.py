@@ -4,14 +4,15 @@ fix in the same interleaved rounds, until the grade is decided.
 - passed: the learner's version is faster by the threshold, significantly, and the known wrong fix is not;
 - failed: the learner's version is not faster, and the known fix is (so this machine shows the effect);
 - inconclusive: the known wrong fix is faster too (this run cannot tell a fix from a wrong one), or the known
-  fix is not faster either (this machine did not show the effect), or the budget ran out undecided.
+  fix is not faster either (this machine did not show the effect), or the budget ran out undecided, or other
+  programs shared the race's CPUs (whatever it decided: the machine was busy).
 
 Three comparisons make the grade, so each look judges each at a third of the look's error rate.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 from .. import stats
 from ..lock import measurement_lock
@@ -19,6 +20,7 @@ from ..runner import run_once
 from ..sequential import Plan, race
 from ..verdict import judge_change
 from . import FAILED, INCONCLUSIVE, PASSED, Check
+from .live import busy_check, watched
 
 BASELINE, YOURS, RIGHT, WRONG = "baseline", "yours", "known fix", "known wrong fix"
 
@@ -46,16 +48,19 @@ def grade_of(values: dict[str, list[float]], alpha: float, min_effect: float,
 
 
 def race_fixes(argv: dict[str, list[str]], value: Callable[[list[dict]], float], plan: Plan, min_effect: float,
-               name: str, expected: str, statistic: Callable = stats.median) -> Check:
-    """Race the four programs of `argv` (keys BASELINE, YOURS, RIGHT, WRONG) until the grade is decided."""
+               name: str, expected: str, cpus: Iterable[int], statistic: Callable = stats.median) -> Check:
+    """Race the four programs of `argv` (keys BASELINE, YOURS, RIGHT, WRONG), which run on `cpus`, until the grade
+    is decided; a race that neighbours shared those CPUs with decides nothing (perflab.grading.live)."""
     def one_round(_r: int, order: list[str]) -> dict[str, float]:
         return {arm: value([s for s in run_once(argv[arm])[1] if not s.get("warmup")]) for arm in order}
 
-    with measurement_lock(f"perflab grade: {name}"):
+    with measurement_lock(f"perflab grade: {name}"), watched(cpus) as seen:
         raced = race(list(argv), one_round,
                      lambda values, alpha: grade_of(values, alpha, min_effect, statistic)[0] is not None,
                      plan, control=BASELINE, desc="grading: racing the versions", progress=False)
     status, why = grade_of(raced.kept_values(), raced.alpha_per_look, min_effect, statistic)
+    if seen.busy:
+        return busy_check(name, expected, seen, f"{status or 'undecided'} ({why})")
     if status is None:
         return Check(name, INCONCLUSIVE, expected, f"{why}; {raced.undecided()}")
     return Check(name, status, expected, why)

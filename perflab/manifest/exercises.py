@@ -15,11 +15,17 @@ Schema (format_version 3: budget_s is new in 3):
     budget_s   seconds the grader gives the notebook, all its cells together,
                in its fresh kernel (about 3x what the reference solution
                took here); `perflab grade --timeout` gives another
+    rubric     for the instructor, one line per written question (a Markdown
+               solution region), in the notebook's order: what a good answer
+               says. The class dashboard shows it beside each learner's answer;
+               the author check wants one for every written question
+    answers    (read by tests/test_answers.py only) what the book must not show
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +36,9 @@ from ..paths import REPO_ROOT, workspace_dir
 from .labs import LabInfo, lab_of_exercise
 
 FORMAT_VERSION = 3
+# A solution region: `### BEGIN SOLUTION` to `### END SOLUTION` in code, the same words (or in <!-- -->) in Markdown.
+BEGIN = re.compile(r"^(\s*)(?:###|<!--)?\s*BEGIN SOLUTION.*$")
+END = re.compile(r"^\s*(?:###|<!--)?\s*END SOLUTION.*$")
 EXERCISES_DIR = REPO_ROOT / "exercises"
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 
@@ -41,6 +50,7 @@ class Exercise:
     checks: str
     hints: tuple[str, ...]
     budget_s: float
+    rubric: tuple[str, ...] = ()
 
     @property
     def lab(self) -> LabInfo:
@@ -85,6 +95,10 @@ def load_manifest(path: Path = EXERCISES_DIR / "manifest.toml") -> Manifest:
         if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not 1 <= budget <= 86400:
             raise PerflabError(f"{path}: exercise {entry.get('name')!r} needs budget_s, the seconds its notebook may "
                                f"take when graded (1 to 86400), not {budget!r}")
-    exercises = tuple(Exercise(e["name"], e["notebook"], e["checks"], tuple(e.get("hints", ())), float(e["budget_s"]))
-                      for e in data["exercise"])
+        rubric = entry.get("rubric", [])
+        if not isinstance(rubric, list) or not all(isinstance(line, str) and line.strip() for line in rubric):
+            raise PerflabError(f"{path}: exercise {entry.get('name')!r}: rubric is a list of lines of text, one per "
+                               f"written question, not {rubric!r}")
+    exercises = tuple(Exercise(e["name"], e["notebook"], e["checks"], tuple(e.get("hints", ())), float(e["budget_s"]),
+                               tuple(e.get("rubric", ()))) for e in data["exercise"])
     return Manifest(data["stub_code"], data["stub_markdown"], exercises)

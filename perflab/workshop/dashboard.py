@@ -6,7 +6,9 @@ provenance fails is shown as refused, not believed), and the exercise statuses t
 progress file records, beside what `perflab workshop regrade` found when it graded them
 again as the learner (perflab.workshop.regrade): the progress file is the learner's to edit,
 the re-grades are root's. The class's effects are drawn together, one row per lab, and
-/services/dashboard/class.csv exports the same table.
+/services/dashboard/class.csv exports the same table. Below it, every written question with
+the manifest's rubric and each learner's answer (perflab.grading.written), for the instructor
+to read: the grader only sees that an answer is there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..grading import progress
+from ..grading import progress, written
+from ..grading.kernel import read_notebook
 from ..manifest.exercises import load_manifest
 from ..manifest.labs import available, find
 from ..results import provenance_problems
@@ -32,7 +35,7 @@ from .regrade import load_regrades
 
 @dataclass
 class LabState:
-    verdict: str         # recomputed here; "refused" when the file's provenance fails
+    verdict: str  # recomputed here; "refused" when the file's provenance fails
     effect: float | None  # the main effect, relative (0.42 is +42%) or in the effect's unit
     created: str
     note: str = ""
@@ -44,11 +47,15 @@ class LearnerState:
     labs: dict[str, LabState] = field(default_factory=dict)
     exercises: dict[str, str] = field(default_factory=dict)  # name -> passed | failed | inconclusive
     regrades: dict[str, dict] = field(default_factory=dict)  # name -> {"status", "at", "detail"}, from regrade
+    answers: dict[str, list[dict]] = field(default_factory=dict)  # name -> [{"question", "answer", "graded"}]
 
     def passed_but_not_confirmed(self) -> dict[str, str]:
         """Exercises the progress file calls passed that a re-grade did not pass: name -> the re-grade's status."""
-        return {name: self.regrades[name]["status"] for name, status in self.exercises.items()
-                if status == "passed" and name in self.regrades and self.regrades[name]["status"] != "passed"}
+        return {
+            name: self.regrades[name]["status"]
+            for name, status in self.exercises.items()
+            if status == "passed" and name in self.regrades and self.regrades[name]["status"] != "passed"
+        }
 
 
 def newest_result(folder: Path) -> dict | None:
@@ -87,6 +94,10 @@ def learner_state(learner: str, workspace: Path, machine) -> LearnerState:
         state.exercises = progress.current(workspace / "progress.txt")
     except PerflabError:  # unreadable: shown as no exercise attempted
         pass
+    try:
+        state.answers = written.kept(written.answers_path(workspace / "progress.txt"))
+    except PerflabError:  # unreadable: shown as no answer yet
+        pass
     return state
 
 
@@ -111,13 +122,23 @@ def class_csv(states: list[LearnerState]) -> str:
     writer.writerow(["learner", "kind", "name", "status", "effect", "created", "note"])
     for state in states:
         for lab, found in state.labs.items():
-            writer.writerow([state.learner, "lab", lab, found.verdict,
-                             "" if found.effect is None else f"{found.effect:.4g}", found.created, found.note])
+            writer.writerow(
+                [
+                    state.learner,
+                    "lab",
+                    lab,
+                    found.verdict,
+                    "" if found.effect is None else f"{found.effect:.4g}",
+                    found.created,
+                    found.note,
+                ]
+            )
         for exercise in [*state.exercises, *(e for e in state.regrades if e not in state.exercises)]:
             again = state.regrades.get(exercise)
             note = f"re-graded {again['status']} {again['at']} {again['detail']}".strip() if again else ""
-            writer.writerow([state.learner, "exercise", exercise, state.exercises.get(exercise, "not graded"), "", "",
-                             note])
+            writer.writerow(
+                [state.learner, "exercise", exercise, state.exercises.get(exercise, "not graded"), "", "", note]
+            )
     return out.getvalue()
 
 
@@ -137,8 +158,13 @@ def class_figure(states: list[LearnerState]):
                 axes.scatter(found.effect, row, color=COLOURS.get(found.verdict, "#000"), s=50, zorder=3)
         done = [s.labs[lab] for s in states if lab in s.labs]
         reproduced = sum(1 for found in done if found.verdict == "reproduced")
-        axes.annotate(f"{reproduced}/{len(done)} reproduced", (1.01, row), xycoords=("axes fraction", "data"),
-                      va="center", fontsize=8)
+        axes.annotate(
+            f"{reproduced}/{len(done)} reproduced",
+            (1.01, row),
+            xycoords=("axes fraction", "data"),
+            va="center",
+            fontsize=8,
+        )
     axes.set_yticks(range(len(labs)), labs)
     axes.invert_yaxis()
     axes.axvline(0, color="#999", lw=0.8)
@@ -161,6 +187,39 @@ def _exercises_cell(state: LearnerState, exercises: list[str]) -> str:
     return text
 
 
+def answers_html(states: list[LearnerState]) -> str:
+    """Each written question, its rubric, and every learner's newest answer to it."""
+    manifest = load_manifest()
+    sections = []
+    for exercise in manifest.exercises:
+        asked = written.questions(read_notebook(exercise.exercise_path), manifest.stub_markdown)
+        for question, rubric in zip(asked, exercise.rubric):
+            rows = []
+            for state in states:
+                entry = next(
+                    (
+                        e
+                        for e in state.answers.get(exercise.name, [])
+                        if isinstance(e, dict) and e.get("question") == question.text
+                    ),
+                    {},
+                )
+                answer = str(entry.get("answer") or "")
+                graded = html.escape(str(entry.get("graded", "")))
+                shown = (
+                    f"<td class=answer>{html.escape(answer)}</td><td class=none>{graded}</td>"
+                    if answer
+                    else "<td class=none>no answer yet</td><td></td>"
+                )
+                rows.append(f"<tr><th>{html.escape(state.learner)}</th>{shown}</tr>")
+            sections.append(
+                f"<h3><code>{html.escape(exercise.name)}</code>: {html.escape(question.text)}</h3>"
+                f"<p class=rubric><b>A good answer:</b> {html.escape(rubric)}</p>"
+                f"<table>{''.join(rows)}</table>"
+            )
+    return "".join(sections)
+
+
 def render_html(states: list[LearnerState], prefix: str = "") -> str:
     exercises = [e.name for e in load_manifest().exercises]
     labs = available()
@@ -175,15 +234,19 @@ def render_html(states: list[LearnerState], prefix: str = "") -> str:
                 continue
             colour = COLOURS.get(found.verdict, "#b00")
             title = html.escape(f"{found.created} {found.note}".strip())
-            cells.append(f'<td title="{title}"><span class=badge style="background:{colour}">{found.verdict}</span></td>')
-        rows.append(f"<tr><th>{html.escape(state.learner)}</th>{''.join(cells)}<td>{_exercises_cell(state, exercises)}</td></tr>")
+            cells.append(
+                f'<td title="{title}"><span class=badge style="background:{colour}">{found.verdict}</span></td>'
+            )
+        learner, done = html.escape(state.learner), _exercises_cell(state, exercises)
+        rows.append(f"<tr><th>{learner}</th>{''.join(cells)}<td>{done}</td></tr>")
     picture = io.BytesIO()
     class_figure(states).savefig(picture, format="png", dpi=90)
     image = base64.b64encode(picture.getvalue()).decode()
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>perflab class dashboard</title>
 <style>body{{font-family:sans-serif;margin:2rem;line-height:1.4}} td,th{{padding:.25rem .5rem;text-align:left}}
 .badge{{color:white;padding:.1rem .4rem;border-radius:.3rem;font-size:.85rem}} .none{{color:#888}}
-table{{border-collapse:collapse}} tr{{border-bottom:1px solid #ddd}} .doubt{{color:#b00}}</style></head><body>
+table{{border-collapse:collapse}} tr{{border-bottom:1px solid #ddd}} .doubt{{color:#b00}}
+.answer{{white-space:pre-wrap;max-width:50rem}} .rubric{{color:#444}}</style></head><body>
 <h1>perflab class dashboard</h1>
 <p>{len(states)} learners. Verdicts are recomputed here from each learner's newest saved result (its raw samples);
 a result whose provenance fails is shown as refused. Exercises are as each learner's progress file says, which they
@@ -194,6 +257,10 @@ shown beside it. <a href="{prefix}class.csv">Download as CSV</a>.</p>
 </table>
 <h2>The class's measurements</h2>
 <img alt="each lab's effects across the class" src="data:image/png;base64,{image}">
+<h2>Written answers</h2>
+<p>The grader only sees that an answer is there; read them here, beside what a good answer says (the rubric in
+<code>exercises/manifest.toml</code>). Each is the learner's newest written answer, as their last grade found it.</p>
+{answers_html(states)}
 </body></html>"""
 
 
@@ -225,10 +292,14 @@ def main() -> None:
             self.set_header("Content-Disposition", 'attachment; filename="perflab-class.csv"')
             self.finish(class_csv(states()))
 
-    app = web.Application([
-        (prefix, Page), (url_path_join(prefix, "class.csv"), Export),
-        (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
-    ], cookie_secret=os.urandom(32))
+    app = web.Application(
+        [
+            (prefix, Page),
+            (url_path_join(prefix, "class.csv"), Export),
+            (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+        ],
+        cookie_secret=os.urandom(32),
+    )
     url = os.environ["JUPYTERHUB_SERVICE_URL"].rsplit(":", 1)
     app.listen(int(url[1].strip("/")), "127.0.0.1")
     ioloop.IOLoop.current().start()

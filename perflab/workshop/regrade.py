@@ -53,17 +53,39 @@ def load_regrades() -> dict[str, dict[str, dict]]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:
-        raise PerflabError(f"cannot read {regrades_path()} ({err}): move it away; the next re-grade writes it anew") from None
+        raise PerflabError(
+            f"cannot read {regrades_path()} ({err}): move it away; the next re-grade writes it anew"
+        ) from None
 
 
 # ANCHOR: as_learner
 def grade_as_learner(learner: str, exercise: str, workshop: roster.Workshop) -> dict:
     """One exercise graded from the learner's saved notebook, as their user; {"status", "at", "detail"}."""
     account = pwd.getpwnam(roster.system_user(learner))
-    env = {"HOME": account.pw_dir, "USER": account.pw_name, "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
-           **roster.learner_environment(workshop, learner, account.pw_dir)}
-    argv = ["runuser", "-u", account.pw_name, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
-            str(roster.VENV_BIN / "python"), "-I", "-m", "perflab", "grade", exercise, "--json", "--no-record"]
+    env = {
+        "HOME": account.pw_dir,
+        "USER": account.pw_name,
+        "LANG": "C.UTF-8",
+        "MPLBACKEND": "Agg",
+        **roster.learner_environment(workshop, learner, account.pw_dir),
+    }
+    argv = [
+        "runuser",
+        "-u",
+        account.pw_name,
+        "--",
+        "env",
+        "-i",
+        *(f"{k}={v}" for k, v in env.items()),
+        str(roster.VENV_BIN / "python"),
+        "-I",
+        "-m",
+        "perflab",
+        "grade",
+        exercise,
+        "--json",
+        "--no-record",
+    ]
     at = _now()
     try:
         done = subprocess.run(argv, capture_output=True, text=True, cwd=account.pw_dir, timeout=GRADE_TIMEOUT_S)
@@ -76,6 +98,8 @@ def grade_as_learner(learner: str, exercise: str, workshop: roster.Workshop) -> 
         return {"status": ERROR, "at": at, "detail": f"the grader failed (exit {done.returncode}): {said}"}
     unmet = [c["name"] for c in report["checks"] if c["status"] != PASSED] + report["cell_errors"]
     return {"status": report["status"], "at": at, "detail": unmet[0] if unmet else ""}
+
+
 # ANCHOR_END: as_learner
 
 
@@ -103,8 +127,10 @@ def regrade(learners: list[str], every: bool = False, say: Callable[[str], None]
     lines = []
     for learner, exercise in wanted:
         outcome, said = outcomes[learner, exercise.name], claims[learner].get(exercise.name, "not graded")
-        lines.append(f"{learner} {exercise.name}: {outcome['status']} (progress file: {said})"
-                     + (f": {outcome['detail']}" if outcome["detail"] and outcome["status"] != PASSED else ""))
+        lines.append(
+            f"{learner} {exercise.name}: {outcome['status']} (progress file: {said})"
+            + (f": {outcome['detail']}" if outcome["detail"] and outcome["status"] != PASSED else "")
+        )
     return lines
 
 
@@ -115,23 +141,30 @@ def _outcomes(wanted: list[tuple[str, Exercise]], workshop: roster.Workshop, sav
         notebook = _fingerprint(roster.workspace_of(learner) / "exercises" / exercise.notebook, exercise)
         before = saved.get(learner, {}).get(exercise.name, {})
         if notebook and notebook == _fingerprint(exercise.exercise_path, exercise):
-            known.append(((learner, exercise), {"status": FAILED, "at": _now(), "detail": AS_HANDED_OUT,
-                                                "notebook": notebook}))
+            known.append(
+                ((learner, exercise), {"status": FAILED, "at": _now(), "detail": AS_HANDED_OUT, "notebook": notebook})
+            )
         elif notebook and before.get("notebook") == notebook and before.get("status") in (PASSED, FAILED):
             known.append(((learner, exercise), before))
         else:
             to_grade.append(((learner, exercise), notebook))
-    say(f"re-grading {len(wanted)} exercises: {len(known)} as handed out or unchanged since their last re-grade, "
-        f"{len(to_grade)} to grade, {GRADINGS_AT_ONCE} at a time")
+    say(
+        f"re-grading {len(wanted)} exercises: {len(known)} as handed out or unchanged since their last re-grade, "
+        f"{len(to_grade)} to grade, {GRADINGS_AT_ONCE} at a time"
+    )
     count = 0
     for key, outcome in known:
         count += 1
-        say(f"[{count}/{len(wanted)}] {key[0]} {key[1].name}: {outcome['status']} "
-            f"({'as handed out' if outcome['detail'] == AS_HANDED_OUT else 'unchanged since ' + outcome['at']})")
+        say(
+            f"[{count}/{len(wanted)}] {key[0]} {key[1].name}: {outcome['status']} "
+            f"({'as handed out' if outcome['detail'] == AS_HANDED_OUT else 'unchanged since ' + outcome['at']})"
+        )
         yield key, outcome
     with ThreadPoolExecutor(max_workers=GRADINGS_AT_ONCE) as pool:
-        running = {pool.submit(grade_as_learner, learner, exercise.name, workshop): ((learner, exercise), notebook)
-                   for (learner, exercise), notebook in to_grade}
+        running = {
+            pool.submit(grade_as_learner, learner, exercise.name, workshop): ((learner, exercise), notebook)
+            for (learner, exercise), notebook in to_grade
+        }
         for future in as_completed(running):
             key, notebook = running[future]
             outcome = {**future.result(), "notebook": notebook}

@@ -24,6 +24,7 @@ from ...build import compile_variant
 from ...errors import PerflabError
 from ...grading import FAILED, PASSED, Check
 from ...grading.answers import learner_source_copy
+from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...lock import measurement_lock
 from ...paths import REPO_ROOT, RUN_BUILD_DIR
@@ -126,7 +127,7 @@ def _chosen_line(chosen, baseline: str) -> Check:
     if isinstance(chosen, str) and chosen.rpartition(":")[0].endswith("ingest.c"):
         number = int(chosen.rpartition(":")[2]) if chosen.rpartition(":")[2].isdigit() else None
     return Check("the line worth optimising", PASSED if number in lines else FAILED, f"one of {expected}",
-                 repr(chosen) + ("" if number in lines else ": not on the main thread's critical path"))
+                 shown(chosen) + ("" if number in lines else ": not on the main thread's critical path"))
 
 
 def find_the_line(ns: dict) -> list[Check]:
@@ -159,4 +160,4 @@ def _race(binaries: dict[str, Path], cpus: tuple[int, int]) -> Check:
     return race_fixes(argv, lambda samples: samples[0]["blocks_per_s"], RACE, MIN_EFFECT,
                       "your version is faster, measured just now",
                       f"at least {MIN_EFFECT:.0%} more blocks per second than the baseline, significantly, where "
-                      "speeding up perf's hottest function (a thread that waits) is not")
+                      "speeding up perf's hottest function (a thread that waits) is not", cpus)

@@ -13,6 +13,8 @@ import random
 from ... import stats
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import close, function_check, saved_result
+from ...grading.live import busy_check, watched
+from ...grading.numbers import shown
 from ...lock import measurement_lock
 from ...paths import DATA_DIR
 from ...probe import probe
@@ -63,8 +65,8 @@ def harmonic_mean(ns: Answers) -> list[Check]:
         Check(
             "rates computed from your raw samples",
             PASSED if same else FAILED,
-            f"{len(expected)} rates, first {expected[0]:,.0f}/s" if expected else "rates",
-            f"{len(got)} values, first {got[0]!r}" if isinstance(got, (list, tuple)) and got else repr(got),
+            f"{len(expected)} rates, first {shown(expected[0])}/s" if expected else "rates",
+            f"{len(got)} values, first {shown(got[0])}" if isinstance(got, (list, tuple)) and got else shown(got),
         )
     )
     return checks
@@ -78,23 +80,50 @@ def pipeline_pinning(ns: dict) -> list[Check]:
     )
     best, best_cost = best_pipeline(matrix, PIPELINE_STAGES, smt)
     placement = ns.get("placement")
-    valid = (isinstance(placement, (list, tuple)) and len(placement) == PIPELINE_STAGES
-             and len(set(placement)) == PIPELINE_STAGES and all(c in matrix.cpus for c in placement))
-    checks = [Check("placement is 4 distinct CPUs of the recorded machine", PASSED if valid else FAILED,
-                    f"4 distinct ids from 0-{max(matrix.cpus)}", repr(placement))]
+    valid = (
+        isinstance(placement, (list, tuple))
+        and len(placement) == PIPELINE_STAGES
+        and len(set(placement)) == PIPELINE_STAGES
+        and all(c in matrix.cpus for c in placement)
+    )
+    checks = [
+        Check(
+            "placement is 4 distinct CPUs of the recorded machine",
+            PASSED if valid else FAILED,
+            f"4 distinct ids from 0-{max(matrix.cpus)}",
+            shown(placement),
+        )
+    ]
     if valid:
         siblings = shares_a_core(placement, smt)
-        checks.append(Check("no two stages share a core", FAILED if siblings else PASSED, "no SMT siblings",
-                            f"siblings {siblings}" if siblings else "none"))
+        checks.append(
+            Check(
+                "no two stages share a core",
+                FAILED if siblings else PASSED,
+                "no SMT siblings",
+                f"siblings {siblings}" if siblings else "none",
+            )
+        )
         cost = pipeline_cost(matrix, placement)
         good = cost <= best_cost * PIPELINE_SLACK
-        checks.append(Check("pipeline latency close to the best", PASSED if good else FAILED,
-                            f"<= {best_cost * PIPELINE_SLACK:.0f} ns (best {best_cost:.0f} ns, e.g. {best})",
-                            f"{cost:.0f} ns"))
+        checks.append(
+            Check(
+                "pipeline latency close to the best",
+                PASSED if good else FAILED,
+                f"<= {shown(best_cost * PIPELINE_SLACK)} ns (best {shown(best_cost)} ns, e.g. {best})",
+                f"{shown(cost)} ns",
+            )
+        )
     crossed = _crossed_level(analysis, NAIVE_PIPELINE)
     answer = ns.get("naive_crosses")
-    checks.append(Check(f"which boundary the naive placement {NAIVE_PIPELINE} crosses",
-                        PASSED if answer == crossed else FAILED, repr(crossed), repr(answer)))
+    checks.append(
+        Check(
+            f"which boundary the naive placement {NAIVE_PIPELINE} crosses",
+            PASSED if answer == crossed else FAILED,
+            shown(crossed),
+            shown(answer),
+        )
+    )
     return checks
 
 
@@ -111,17 +140,28 @@ def _crossed_level(analysis: dict, placement: list[int]) -> str | None:
 def measure_pair(ns: dict) -> list[Check]:
     machine = probe()
     pair = ns.get("pair")
-    valid = (isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[0] != pair[1]
-             and all(c in machine.online_cpus for c in pair))
-    checks = [Check("pair is two online CPUs", PASSED if valid else FAILED,
-                    f"two of {machine.online_cpus}", repr(pair))]
+    valid = (
+        isinstance(pair, (list, tuple))
+        and len(pair) == 2
+        and pair[0] != pair[1]
+        and all(c in machine.online_cpus for c in pair)
+    )
+    checks = [
+        Check("pair is two online CPUs", PASSED if valid else FAILED, f"two of {machine.online_cpus}", shown(pair))
+    ]
     if not valid:
         return checks
     a, b = pair
     relation = lab.relation(machine, a, b)
     predicted = ns.get("predicted_relation")
-    checks.append(Check(f"your prediction of how CPUs {a} and {b} are related",
-                        PASSED if predicted == relation else FAILED, repr(relation), repr(predicted)))
+    checks.append(
+        Check(
+            f"your prediction of how CPUs {a} and {b} are related",
+            PASSED if predicted == relation else FAILED,
+            shown(relation),
+            shown(predicted),
+        )
+    )
     saved, found = saved_result(ns, "measure_pair(a, b)")
     checks.append(found)
     if saved is None:
@@ -129,8 +169,14 @@ def measure_pair(ns: dict) -> list[Check]:
     mine = saved["matrix"]["cpus"] == sorted(pair) and saved["machine"].get("cpu_model") == machine.summary().get(
         "cpu_model"
     )
-    checks.append(Check("the result is this pair on this machine", PASSED if mine else FAILED,
-                        f"CPUs {sorted(pair)}", f"CPUs {saved['matrix']['cpus']}"))
+    checks.append(
+        Check(
+            "the result is this pair on this machine",
+            PASSED if mine else FAILED,
+            f"CPUs {sorted(pair)}",
+            f"CPUs {saved['matrix']['cpus']}",
+        )
+    )
     samples = [s["one_way_ns"] for s in lab.raw_samples(saved)]
     enough = len(samples) >= MIN_SAMPLES
     checks.append(Check("enough raw samples", PASSED if enough else FAILED, f">= {MIN_SAMPLES}", str(len(samples))))
@@ -140,15 +186,20 @@ def measure_pair(ns: dict) -> list[Check]:
 
 
 def _fresh_agreement(machine, a: int, b: int, samples: list[float]) -> Check:
-    """Measure the pair again now; the learner's median should agree within FRESH_AGREEMENT."""
-    with measurement_lock(f"perflab grade: CPUs {a},{b}"):
+    """Measure the pair again now, on CPUs watched for neighbours; the learner's median should agree within
+    FRESH_AGREEMENT."""
+    with measurement_lock(f"perflab grade: CPUs {a},{b}"), watched([a, b]) as seen:
         fresh = lab.measure_matrix(machine, sorted((a, b)), lab.LAB.QUICK, progress=False)
     fresh_median = stats.median([s["one_way_ns"] for s in lab.raw_samples(fresh)])
     ratio = stats.median(samples) / fresh_median
     agree = 1 / FRESH_AGREEMENT <= ratio <= FRESH_AGREEMENT
+    name, yours = "your median agrees with a fresh measurement", f"{shown(stats.median(samples))} ns"
+    expected = f"within x{FRESH_AGREEMENT} of {shown(fresh_median)} ns (measured just now)"
+    if seen.busy:
+        return busy_check(name, expected, seen, yours)
     return Check(
-        "your median agrees with a fresh measurement",
+        name,
         PASSED if agree else INCONCLUSIVE,
-        f"within x{FRESH_AGREEMENT} of {fresh_median:.0f} ns (measured just now)",
-        f"{stats.median(samples):.0f} ns" + ("" if agree else ": the pair's latency moved; rerun your notebook"),
+        expected,
+        yours + ("" if agree else ": the pair's latency moved; rerun your notebook"),
     )

@@ -1,6 +1,7 @@
 """Checks for the first-core IPI exercises.
 
-The rows that rise are measured anew at every grading; the quiet-CPU settings
+The rows that rise are measured anew at every grading, on CPUs watched for
+neighbours (perflab.grading.live); the quiet-CPU settings
 are applied through the journal, measured and put back, beside a known wrong
 setting that must be loud for the grade to mean anything; the original case's
 ratio is checked with the learner's function on observations drawn anew.
@@ -17,6 +18,8 @@ from ...cpulist import format_cpulist, parse_cpulist
 from ...errors import PerflabError
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import function_check
+from ...grading.live import busy_check, watched
+from ...grading.numbers import shown
 from ...journal import SystemChanges
 from ...knobs import IrqAffinity, RqAffinity
 from ...lock import measurement_lock
@@ -25,7 +28,7 @@ from ...sequential import Race
 from ...sysfs import default_root
 from . import recorded
 from .completions import MODES, SOURCE_DIR, block_plan, block_run
-from .run import LAB, OPERATIONS, ROWS, decide_rows, measure_bystander
+from .run import LAB, MIN_PER_OP, OPERATIONS, ROWS, decide_rows, measure_bystander
 
 # Grading the rows: the lab's quick race, until every operation's every row is decided.
 ROWS_SETTINGS = LAB.QUICK
@@ -41,16 +44,23 @@ KNOWN_WRONG = {"rq_affinity": "1", "irq_cpus": None}  # the 2.6.32 system's sett
 # ---------------------------------------------------------------- which rows rise
 
 def rows_that_rise(raced: Race, op: str, victim: int) -> tuple[set[str] | None, str]:
-    """The rows that rise on the victim for `op`, decided for every row; None if any row is undecided."""
-    rising, shown = set(), []
+    """The rows that rise on the victim for `op`, decided for every row; None, saying why, if a row is undecided
+    or rose on fewer than MIN_PER_OP of the operations yet significantly: an interrupt for a CPU whose thread is
+    not running is skipped (membarrier asks only the CPUs running a thread of the process now, and a TLB flush
+    skips a CPU that has switched to another process, or a vCPU its host preempted), so a bystander that was off
+    its CPU for most operations counts a trickle of what it would take, and that is not "does not rise"."""
+    rising, said = set(), []
     for row in ROWS:
         verdict, effect = decide_rows(raced.kept_values(), op, row, victim, raced.alpha_per_look)
         if verdict == "inconclusive":
             return None, f"{row}: {effect.text()}"
+        if verdict == "not-reproduced" and effect.p_value < raced.alpha_per_look and effect.ci_low > 0:
+            return None, (f"{row} rose, but on fewer than one {op} in {round(1 / MIN_PER_OP)} ({effect.text()}): "
+                          "the bystander was off its CPU for most of them")
         if verdict == "reproduced":
             rising.add(row)
-        shown.append(f"{row} {effect.value:+.2f}/op")
-    return rising, ", ".join(shown)
+        said.append(f"{row} {shown(effect.value)} per operation")
+    return rising, ", ".join(said)
 
 
 def predict_rows(ns: Answers) -> list[Check]:
@@ -58,7 +68,7 @@ def predict_rows(ns: Answers) -> list[Check]:
     valid = isinstance(predicted, dict) and set(predicted) == set(OPERATIONS) and all(
         isinstance(rows, (list, tuple, set)) and set(rows) <= set(ROWS) for rows in predicted.values())
     checks = [Check("RISES names the rows for munmap, mprotect and membarrier", PASSED if valid else FAILED,
-                    f"a dict of {', '.join(OPERATIONS)} to lists of rows from {ROWS}", repr(predicted)[:120])]
+                    f"a dict of {', '.join(OPERATIONS)} to lists of rows from {ROWS}", shown(predicted)[:120])]
     if not valid:
         return checks
     machine = LAB.probe()
@@ -66,23 +76,20 @@ def predict_rows(ns: Answers) -> list[Check]:
         placement = LAB.placement_here(machine=machine)
     except PerflabError as reason:
         return checks + [Check("a fresh measurement", INCONCLUSIVE, "two CPUs to measure on", str(reason))]
-    with measurement_lock("perflab grade ipi-predict-rows"):
+    with measurement_lock("perflab grade ipi-predict-rows"), watched(LAB.watched_cpus(placement)) as seen:
         raced = Race.from_json(measure_bystander(placement, ROWS_SETTINGS, False, EVERY_ROW)["race"])
     for op in OPERATIONS:
-        measured, shown = rows_that_rise(raced, op, placement.victim)
+        name = f"{op}: the rows that rise on the bystander"
+        measured, said = rows_that_rise(raced, op, placement.victim)
         mine = sorted(predicted[op])
-        if measured is None:
-            checks.append(Check(f"{op}: the rows that rise on the bystander", INCONCLUSIVE, "a decided measurement",
-                                f"undecided just now ({shown}): grade again"))
+        if seen.busy:
+            checks.append(busy_check(name, "a measurement on quiet CPUs", seen, f"measured just now: {said}"))
+        elif measured is None:
+            checks.append(Check(name, INCONCLUSIVE, "a decided measurement",
+                                f"undecided just now ({said}): grade again"))
         else:
-            checks.append(
-                Check(
-                    f"{op}: the rows that rise on the bystander",
-                    PASSED if set(mine) == measured else FAILED,
-                    f"{sorted(measured)} (measured just now: {shown})",
-                    repr(mine),
-                )
-            )
+            checks.append(Check(name, PASSED if set(mine) == measured else FAILED,
+                                f"{sorted(measured)} (measured just now: {said})", shown(mine)))
     return checks
 
 
@@ -122,7 +129,7 @@ def quiet_cpu(ns: Answers) -> list[Check]:
     machine = LAB.probe()
     setup = quiet_setup(machine)
     checks = [Check("RQ_AFFINITY is a mode", PASSED if rq_affinity in MODES else FAILED, f"one of {MODES}",
-                    repr(rq_affinity))]
+                    shown(rq_affinity))]
     try:
         irq_cpus = _irq_cpus(ns.get("IRQ_CPUS"), machine.online_cpus)
     except PerflabError as err:
@@ -168,5 +175,5 @@ def original_case(ns: Answers) -> list[Check]:
     cal = recorded.observation("CAL")
     hot = ns.get("HOT_CPU")
     return [Check("the CPU that took the function-call IPIs in the original case",
-                  PASSED if hot == cal["hot_cpu"] else FAILED, repr(cal["hot_cpu"]), repr(hot)),
+                  PASSED if hot == cal["hot_cpu"] else FAILED, shown(cal["hot_cpu"]), shown(hot)),
             function_check(ns, "my_hot_ratio", recorded.hot_ratio, 1e-9)]

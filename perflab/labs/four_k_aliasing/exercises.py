@@ -152,5 +152,5 @@ def fix_offsets(ns: dict) -> list[Check]:
     checks.append(race_fixes(argv, lambda samples: 1 / fastest_ns(samples), RACE,
                              MIN_EFFECT, "your offset makes the filter faster, measured just now",
                              f"at least {MIN_EFFECT:.0%} more elements per second than no offset, significantly, "
-                             f"where {KNOWN_WRONG_FIX} bytes (a whole page) is not"))
+                             f"where {KNOWN_WRONG_FIX} bytes (a whole page) is not", LAB.watched_cpus(cpu)))
     return checks

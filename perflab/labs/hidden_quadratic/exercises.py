@@ -145,6 +145,6 @@ def fix(answers) -> list[Check]:
     checks.append(race_fixes(argv, lambda samples: 1 / samples[0]["ns_per_text"], RACE, MIN_FIX_EFFECT,
                              f"your version is faster at n={EXPORT_SIZES[-1]}, measured just now",
                              f"at least {MIN_FIX_EFFECT + 1:.0f}x the baseline's rate, significantly, where making "
-                             "the formatting faster (the known wrong fix) is not"))
+                             "the formatting faster (the known wrong fix) is not", LAB.watched_cpus(cpu)))
     return checks
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from ... import cpuid
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Check
+from ...grading.live import busy_check, watched
+from ...grading.numbers import shown
 from ...lock import measurement_lock
 from ...probe import Fact, Machine
 from .. import CannotShow
@@ -70,7 +72,7 @@ def simulated_evictions(policy: str, ways: int, fractions=PREDICT_FRACTIONS) -> 
 
 
 def _same(name: str, expected, got, shown_expected: str | None = None) -> Check:
-    return Check(name, PASSED if got == expected else FAILED, shown_expected or repr(expected), repr(got))
+    return Check(name, PASSED if got == expected else FAILED, shown_expected or shown(expected), shown(got))
 
 
 def predict_and_measure(ns: dict) -> list[Check]:
@@ -81,41 +83,42 @@ def predict_and_measure(ns: dict) -> list[Check]:
     got = ns.get("EVICTS_VICTIM")
     wrong = sorted(f for f in expected if not isinstance(got, dict) or got.get(f) != expected[f])
     checks.append(Check("which aggressor sizes back-invalidate the victim (the simulator on the described L3)",
-                        FAILED if wrong else PASSED, repr(expected),
-                        repr(got) if not wrong else f"{got!r}; wrong or missing for {wrong}"))
+                        FAILED if wrong else PASSED, shown(expected),
+                        shown(got) if not wrong else f"{shown(got)}; wrong or missing for {shown(wrong)}"))
 
     machine = LAB.probe()
     inclusive_here = machine.value("llc_inclusive")
     predicted = ns.get("EXPECT_SLOWDOWN_HERE", "missing")
     if inclusive_here is None:
         checks.append(Check("your prediction for this machine", PASSED if predicted is None else FAILED,
-                            "None: CPUID does not say whether this LLC is inclusive", repr(predicted)))
+                            "None: CPUID does not say whether this LLC is inclusive", shown(predicted)))
     else:
         checks.append(_same("your prediction for this machine (from its CPUID)", inclusive_here, predicted,
                             f"{inclusive_here!r}: `perflab probe` says llc_inclusive is {inclusive_here}"))
-    checks.append(_fresh_measurement(machine, ns.get("SLOWDOWN_HERE", "missing")))
+    checks.append(_fresh_measurement(machine, ns.get("SLOWDOWN_HERE", "missing"), ns.get("RUN_REASON")))
     return checks
 
 
-def _fresh_measurement(machine, claim) -> Check:
+def _fresh_measurement(machine, claim, reason=None) -> Check:
     name = "what your measurement showed, against a fresh one"
     if claim not in (True, False, None):
-        return Check(name, FAILED, "True, False or None (your run could not decide)", repr(claim))
+        return Check(name, FAILED, "True, False or None (your run could not decide)", shown(claim))
     if claim is None:
-        return Check(
-            name, INCONCLUSIVE, "True or False", "None: your own run could not decide; rerun it with more runs"
-        )
+        why = f" ({reason})" if isinstance(reason, str) and reason else ""
+        return Check(name, INCONCLUSIVE, "True or False", f"None: your own run could not decide{why}; rerun it")
     try:
         pair = LAB.placement_here(machine=machine)
     except CannotShow as reason:
         return Check(name, INCONCLUSIVE, "a machine that can measure this", str(reason))
-    with measurement_lock("perflab grade: llc-predict"):
+    with measurement_lock("perflab grade: llc-predict"), watched(LAB.watched_cpus(pair)) as seen:
         measured = sweep(pair, FRESH, progress=False, fractions=FRESH.fractions)
     verdict, reason, _ = judge_sweep(measured["ns_per_access"], measured["race"]["alpha_per_look"])
     fresh = {"reproduced": True, "not-reproduced": False}.get(verdict)
+    if seen.busy:
+        return busy_check(name, "a fresh run on quiet CPUs", seen, f"the fresh run said {verdict} ({reason})")
     if fresh is None:
         return Check(name, INCONCLUSIVE, "a fresh run that decides", f"the fresh run could not: {reason}")
-    return Check(name, PASSED if claim == fresh else FAILED, f"{fresh!r} (fresh run: {reason})", repr(claim))
+    return Check(name, PASSED if claim == fresh else FAILED, f"{fresh!r} (fresh run: {reason})", shown(claim))
 
 
 def noisy_neighbour(ns: dict) -> list[Check]:
@@ -137,7 +140,7 @@ def noisy_neighbour(ns: dict) -> list[Check]:
     same = ns.get("SAME_SOCKET_CPU")
     good = same in llc_of[noisy] and noisy not in sibling_of.get(same, set())
     checks.append(Check("on the noisy job's socket: a CPU that does not share its core", PASSED if good else FAILED,
-                        f"one of {sorted(set(llc_of[noisy]) - sibling_of[noisy])}", repr(same)))
+                        f"one of {sorted(set(llc_of[noisy]) - sibling_of[noisy])}", shown(same)))
 
     llc = _described_llc()
     for policy, key in (("an inclusive", "SAME_SOCKET_RISK"), ("a non-inclusive", "RISK_IF_NON_INCLUSIVE")):

@@ -15,6 +15,7 @@ from typing import Any
 from ... import stats
 from ...errors import PerflabError
 from ...grading import FAILED, PASSED, Check
+from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...paths import REPO_ROOT, RUN_BUILD_DIR
 from ...sequential import Plan
@@ -28,8 +29,13 @@ EXERCISE_BUILD_DIR = RUN_BUILD_DIR / "06-loop-alignment" / "exercise"
 # Alignment off, so PADDING alone decides where the loop starts.
 EXERCISE_FLAGS = ("-O2", "-fno-align-loops", "-fno-align-jumps", "-fno-align-labels")
 # Flags that move code without changing what it computes: the only fixes the exercise accepts.
-LAYOUT_FLAG_PREFIXES = ("-falign-", "-fno-align-", "-Wa,-mbranches-within-32B-boundaries", "-Wa,-malign-branch",
-                        "-DPADDING=")
+LAYOUT_FLAG_PREFIXES = (
+    "-falign-",
+    "-fno-align-",
+    "-Wa,-mbranches-within-32B-boundaries",
+    "-Wa,-malign-branch",
+    "-DPADDING=",
+)
 
 
 def exercise_slow_build(compiler: str = "gcc") -> Variant:
@@ -61,8 +67,9 @@ def not_layout_flags(fix_flags: list[str]) -> list[str]:
     return [f for f in fix_flags if not (isinstance(f, str) and f.startswith(LAYOUT_FLAG_PREFIXES))]
 
 
-def try_fix(fix_flags: list[str], runs: int = 10, iterations: int = 20_000_000, cpu: int | None = None,
-            progress: bool = True) -> dict[str, Any]:
+def try_fix(
+    fix_flags: list[str], runs: int = 10, iterations: int = 20_000_000, cpu: int | None = None, progress: bool = True
+) -> dict[str, Any]:
     """Build the slow build and your fix, show both loops' layouts, race them in one interleaved run."""
     bad = not_layout_flags(fix_flags)
     if bad:
@@ -71,8 +78,14 @@ def try_fix(fix_flags: list[str], runs: int = 10, iterations: int = 20_000_000, 
     slow = exercise_slow_build()
     fixed = with_fix(slow, fix_flags)
     built = {v.name: build_variant(EXERCISE_SOURCE, v, EXERCISE_BUILD_DIR) for v in (slow, fixed)}
-    times = measure_builds(built, iterations, runs, LAB.placement_here([cpu] if cpu is not None else None, machine),
-                           "slow build vs your fix", progress)
+    times = measure_builds(
+        built,
+        iterations,
+        runs,
+        LAB.placement_here([cpu] if cpu is not None else None, machine),
+        "slow build vs your fix",
+        progress,
+    )
     speedup = stats.median(times[slow.name]) / stats.median(times[fixed.name])
     return {
         "layouts": {
@@ -110,14 +123,20 @@ def slow_build_fix(ns: dict) -> list[Check]:
             "where the slow build's loop starts in its 64-byte line",
             PASSED if start == expected_start else FAILED,
             f"{expected_start} (objdump: loop at {slow_loop.start:#x})",
-            repr(start),
+            shown(start),
         )
     )
 
     fix = ns.get("FIX_FLAGS")
     valid = isinstance(fix, (list, tuple)) and fix and not not_layout_flags(list(fix))
-    checks.append(Check("FIX_FLAGS are layout flags only", PASSED if valid else FAILED,
-                        f"a non-empty list of flags starting with {', '.join(LAYOUT_FLAG_PREFIXES)}", repr(fix)))
+    checks.append(
+        Check(
+            "FIX_FLAGS are layout flags only",
+            PASSED if valid else FAILED,
+            f"a non-empty list of flags starting with {', '.join(LAYOUT_FLAG_PREFIXES)}",
+            shown(fix),
+        )
+    )
     if not valid:
         return checks
     try:
@@ -131,12 +150,20 @@ def slow_build_fix(ns: dict) -> list[Check]:
     claim = ns.get("CROSSED_BOUNDARY")
     in_slow = claim in BOUNDARIES and _branch_crosses(slow_loop, claim)
     in_fixed = claim in BOUNDARIES and _branch_crosses(fixed_loop, claim)
-    checks.append(Check("the boundary you named: crossed in the slow build, not in your fix",
-                        PASSED if in_slow and not in_fixed else FAILED,
-                        f"one of {BOUNDARIES} that the slow build's loop-closing jump crosses and your fix's does not",
-                        f"{claim!r}: " + ("not a boundary size" if claim not in BOUNDARIES else
-                                          f"slow build {'crosses' if in_slow else 'does not cross'} it, "
-                                          f"your fix {'still crosses' if in_fixed else 'does not'}")))
+    checks.append(
+        Check(
+            "the boundary you named: crossed in the slow build, not in your fix",
+            PASSED if in_slow and not in_fixed else FAILED,
+            f"one of {BOUNDARIES} that the slow build's loop-closing jump crosses and your fix's does not",
+            f"{shown(claim)}: "
+            + (
+                "not a boundary size"
+                if claim not in BOUNDARIES
+                else f"slow build {'crosses' if in_slow else 'does not cross'} it, "
+                f"your fix {'still crosses' if in_fixed else 'does not'}"
+            ),
+        )
+    )
     checks.append(_race(slow, slow_binary, fixed_binary))
     return checks
 
@@ -145,11 +172,19 @@ def _race(slow: Variant, slow_binary: Path, fixed_binary: Path) -> Check:
     """Slow build, your fix, a known fix and a known wrong fix, raced until the grade is decided."""
     built = {BASELINE: slow_binary, YOURS: fixed_binary}
     for arm, flags in ((RIGHT, KNOWN_FIX), (WRONG, KNOWN_WRONG_FIX)):
-        built[arm] = build_variant(EXERCISE_SOURCE, Variant(arm, slow.compiler, slow.flags + tuple(flags)),
-                                   EXERCISE_BUILD_DIR)
+        built[arm] = build_variant(
+            EXERCISE_SOURCE, Variant(arm, slow.compiler, slow.flags + tuple(flags)), EXERCISE_BUILD_DIR
+        )
     cpu = LAB.placement_here()
     argv = {arm: ["taskset", "-c", str(cpu), str(binary), str(ITERATIONS)] for arm, binary in built.items()}
-    return race_fixes(argv, lambda samples: 1 / stats.median([s["ns_per_iter"] for s in samples]), RACE, MIN_EFFECT,
-                      "your fix is faster, measured just now",
-                      f"at least {MIN_EFFECT:.0%} more iterations per second than the slow build, significantly, "
-                      "where a fix that moves nothing is not", statistic=stats.harmonic_mean)
+    return race_fixes(
+        argv,
+        lambda samples: 1 / stats.median([s["ns_per_iter"] for s in samples]),
+        RACE,
+        MIN_EFFECT,
+        "your fix is faster, measured just now",
+        f"at least {MIN_EFFECT:.0%} more iterations per second than the slow build, significantly, "
+        "where a fix that moves nothing is not",
+        [cpu],
+        statistic=stats.harmonic_mean,
+    )

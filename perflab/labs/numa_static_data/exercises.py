@@ -1,7 +1,7 @@
 """Checks for the numa-static-data exercises.
 
 - nsd-cap-model: the learner's fit and prediction on made-up rates and on rates measured for this grading;
-  the prediction at a third write rate against that rate measured in the same interleaved rounds.
+  the cost at a third write rate, measured in the same interleaved rounds, between the other two.
 - nsd-hunt: the learner's build of hunt.c has a hot global chosen at random when it was built; the grader
   knows it from the build record (kept as a hash, so a glance does not give it away).
 - nsd-fix: the learner's hunt.c raced against the original, a known fix and a known wrong fix.
@@ -22,13 +22,15 @@ from ...build import compile_variant
 from ...errors import PerflabError
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import function_check, learner_source_copy
+from ...grading.live import Watched, busy_check, watched
+from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...lock import measurement_lock
 from ...paths import REPO_ROOT, RUN_BUILD_DIR, results_dir
 from ...runner import run_records
 from ...sequential import Plan
 from .model import MIN_EFFECT, fit, predict
-from .program import SOURCE_DIR, Settings, binary, program_argv
+from .program import SOURCE_DIR, binary, write_costs
 from .recorded import source_cap
 from .run import LAB
 
@@ -41,26 +43,19 @@ HOT_CANDIDATES = ("lru_sentinel", "free_sentinel", "empty_bucket", "generation",
 
 # ---------------------------------------------------------------- the cap model
 
-MODEL_KS = (1, 8, 2)  # fit at the first two, predict the third
+MODEL_KS = (1, 8, 2)  # fit at the first two; the third lies between them
 MODEL_ROUNDS = 9
-MODEL_TOLERANCE = 0.15
 
 
 @cache
-def fresh_write_rates() -> dict[int, float]:
-    """ns per operation per thread of the write arm at each of MODEL_KS, measured now in interleaved rounds
-    (once per grading: the learner's inputs and the check use the same numbers)."""
+def fresh_write_rates() -> tuple[dict[int, float], Watched]:
+    """ns per operation per thread of the write arm at each of MODEL_KS, the median of MODEL_ROUNDS runs each in
+    rotated order, measured now on CPUs watched for neighbours (once per grading: the learner's inputs and the
+    check use the same numbers); and what the watch saw."""
     cpus = LAB.placement_here().cpus
-    settings = Settings(1, 1, 1, ops=200_000, repeats=3)
-    program = binary()
-    measured: dict[int, list[float]] = {k: [] for k in MODEL_KS}
-    with measurement_lock("perflab grade nsd-cap-model"):
-        for r in range(MODEL_ROUNDS):
-            for k in MODEL_KS[r % 3:] + MODEL_KS[:r % 3]:  # rotated: no write rate always first
-                samples = [s for s in run_records(program_argv(program, cpus, "write", k, settings))
-                           if s.get("type") == "sample"][1:]
-                measured[k].append(stats.median([s["ns_per_op"] for s in samples]))
-    return {k: stats.median(values) for k, values in measured.items()}
+    with measurement_lock("perflab grade nsd-cap-model"), watched(cpus) as seen:
+        runs = write_costs(cpus, MODEL_KS, MODEL_ROUNDS, ops=200_000, repeats=3)
+    return {k: stats.median(values) for k, values in runs.items()}, seen
 
 
 def fit_inputs() -> list[list]:
@@ -70,16 +65,45 @@ def fit_inputs() -> list[list]:
         base, per_write = rng.uniform(5, 50), rng.uniform(5, 500)
         k1, k2 = rng.sample([1, 2, 4, 8, 16, 32], 2)
         made.append([k1, predict(base, per_write, k1), k2, predict(base, per_write, k2)])
-    rates = fresh_write_rates()
+    rates, _ = fresh_write_rates()
     return made + [[MODEL_KS[0], rates[MODEL_KS[0]], MODEL_KS[1], rates[MODEL_KS[1]]]]
 
 
 def predict_inputs() -> list[list]:
     rng = random.Random()
-    rates = fresh_write_rates()
+    rates, _ = fresh_write_rates()
     base, per_write = fit(MODEL_KS[0], rates[MODEL_KS[0]], MODEL_KS[1], rates[MODEL_KS[1]])
     made = [[rng.uniform(5, 50), rng.uniform(5, 500), rng.choice([1, 3, 10, 64])] for _ in range(3)]
     return made + [[base, per_write, MODEL_KS[2]]]
+
+
+def between_check(rates: dict[int, float], predicted: float, seen: Watched) -> Check:
+    """The cost at one write every MODEL_KS[2] operations lies between the costs at the other two, in the grader's
+    runs. Not the model's prediction: a thread that writes the line on every operation often writes it several
+    times before the other thread takes it, so a write costs less at K = 1 than at K = 8, and the prediction
+    from those two can miss the third by more than the noise. What holds whatever a write costs: fewer writes,
+    cheaper operations."""
+    often, rarely = sorted(MODEL_KS[:2])
+    name = (f"one write every {MODEL_KS[2]} operations costs between one every {rarely} and one every {often} "
+            "(the grader's runs, just now)")
+    low, middle, high = rates[rarely], rates[MODEL_KS[2]], rates[often]
+    expected = f"between {shown(low)} and {shown(high)} ns per operation"
+    measured = (f"{shown(middle)} ns per operation (the model, fitted to the grader's runs at every {often} and "
+                f"every {rarely}, predicts {shown(predicted)})")
+    if seen.busy:
+        return busy_check(name, expected, seen, measured)
+    if low < middle < high:
+        return Check(name, PASSED, expected, measured)
+    return Check(name, INCONCLUSIVE, expected, f"{measured}: the runs overlapped, so this grading cannot tell; "
+                                               "grade again")
+
+
+def source_cap_check(cap) -> Check:
+    number = isinstance(cap, (int, float)) and not isinstance(cap, bool)
+    right = number and abs(cap - source_cap()) <= 0.01 * source_cap()
+    got = f"{shown(cap)} queries per second" if number else shown(cap)
+    return Check("SOURCE_CAP: the source's cap, from its model", PASSED if right else FAILED,
+                 f"{shown(source_cap())} queries per second", got)
 
 
 @calls(my_fit=fit_inputs, my_predict=predict_inputs)
@@ -87,18 +111,9 @@ def cap_model(ns: Answers) -> list[Check]:
     checks = [function_check(ns, "my_fit", fit, 1e-6), function_check(ns, "my_predict", predict, 1e-6)]
     if any(c.status == FAILED for c in checks):
         return checks
-    rates = fresh_write_rates()
-    predicted, measured = predict(*ns.inputs["my_predict"][-1]), rates[MODEL_KS[2]]
-    close = abs(predicted - measured) <= MODEL_TOLERANCE * measured
-    checks.append(Check(f"the model at one write every {MODEL_KS[2]} operations, measured just now",
-                        PASSED if close else INCONCLUSIVE, f"{measured:.1f} ns per operation, within "
-                        f"{MODEL_TOLERANCE:.0%}", f"{predicted:.1f} ns predicted from the writes every "
-                        f"{MODEL_KS[0]} and {MODEL_KS[1]}" + ("" if close else ": this run did not follow the "
-                                                               "model; grade again")))
-    cap = ns.get("SOURCE_CAP")
-    right = isinstance(cap, (int, float)) and abs(cap - source_cap()) <= 0.01 * source_cap()
-    checks.append(Check("SOURCE_CAP: the source's cap, from its model", PASSED if right else FAILED,
-                        f"{source_cap():,.0f} queries per second", repr(cap)))
+    rates, seen = fresh_write_rates()
+    checks.append(between_check(rates, predict(*ns.inputs["my_predict"][-1]), seen))
+    checks.append(source_cap_check(ns.get("SOURCE_CAP")))
     return checks
 
 
@@ -133,11 +148,11 @@ def hunt(ns: Answers) -> list[Check]:
     answer = ns.get("HOT_GLOBAL")
     right = isinstance(answer, str) and _digest(answer.strip()) == json.loads(record.read_text())["hot_sha256"]
     checks = [Check("HOT_GLOBAL: the global every lookup writes", PASSED if right else FAILED,
-                    "the name of the one global written on every operation", repr(answer))]
+                    "the name of the one global written on every operation", shown(answer))]
     per_op = ns.get("WRITES_PER_LOOKUP")
     close = isinstance(per_op, (int, float)) and abs(per_op - 1) <= 0.05
     checks.append(Check("WRITES_PER_LOOKUP: its writes per lookup, from your counts", PASSED if close else FAILED,
-                        "1.0 (within 5%)", repr(per_op)))
+                        "1 (within 5%)", shown(per_op)))
     return checks
 
 
@@ -182,17 +197,17 @@ def fix(ns: Answers) -> list[Check]:
     mine = ns.get("MY_SOURCE")
     if not isinstance(mine, str) or mine.strip() == original.strip():
         return [Check("your version of hunt.c", FAILED, "the text of your changed hunt.c (exercise_copy())",
-                      "unchanged" if isinstance(mine, str) else repr(mine)[:80])]
+                      "unchanged" if isinstance(mine, str) else shown(mine)[:80])]
     sources = {BASELINE: original, YOURS: mine, RIGHT: known_fix(original), WRONG: known_wrong_fix(original)}
-    cpus = ",".join(map(str, LAB.placement_here().cpus))
-    argv = {arm: [str(build_hunt(text, arm.replace(" ", "-"))), "-c", cpus, "-n", str(FIX_OPS)]
+    cpus = LAB.placement_here().cpus
+    argv = {arm: [str(build_hunt(text, arm.replace(" ", "-"))), "-c", ",".join(map(str, cpus)), "-n", str(FIX_OPS)]
             for arm, text in sources.items()}
     lookups = {arm: run_records(command[:-1] + ["20000"])[-1]["lookups"] for arm, command in argv.items()}
     checks = [Check("your version counts the same lookups", PASSED if lookups[YOURS] == lookups[BASELINE] else FAILED,
-                    f"{lookups[BASELINE]} lookups", f"{lookups[YOURS]}")]
+                    f"{shown(lookups[BASELINE])} lookups", f"{shown(lookups[YOURS])}")]
     checks.append(race_fixes(argv, lambda samples: stats.median([s["mops"] for s in samples]), FIX_RACE,
                              MIN_EFFECT, "your version is faster (a race against the original)",
-                             f"at least {MIN_EFFECT:.0%} more lookups per second, significantly"))
+                             f"at least {MIN_EFFECT:.0%} more lookups per second, significantly", cpus))
     return checks
 
 
@@ -233,7 +248,7 @@ def placement(ns: Answers) -> list[Check]:
     answers = {1: ns.get("NODE_PINNED_TO_1"), 2: ns.get("NODE_MEMBIND_0")}  # by their place in launches()
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in answers.values()):
         return [Check("NODE_PINNED_TO_1 and NODE_MEMBIND_0 are node numbers", FAILED, "two whole numbers",
-                      repr(tuple(answers.values())))]
+                      shown(tuple(answers.values())))]
     try:
         placed, where = placement_now()
     except PerflabError as err:

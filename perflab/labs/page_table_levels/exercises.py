@@ -20,6 +20,7 @@ import scipy.stats as sps
 from ... import stats
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import function_check
+from ...grading.numbers import shown
 from ...lock import measurement_lock
 from .. import CannotShow
 from .faults import MODES, boot_cost, fault_around
@@ -74,7 +75,7 @@ def cost_per_fault(ns: Answers) -> list[Check]:
     sign = ns.get("DEARER_WITH")
     checks = [function_check(ns, "my_extra_per_fault", extra_per_fault, 1e-9),
               Check("DEARER_WITH: the paging mode whose faults cost more", PASSED if sign == 5 else FAILED,
-                    "5 or 4", repr(sign))]
+                    "5 or 4", shown(sign))]
     if any(check.status == FAILED for check in checks):
         return checks  # two boots (a minute or more) cannot change a failed grade: spare the learner the wait
     try:
@@ -86,7 +87,7 @@ def cost_per_fault(ns: Answers) -> list[Check]:
     fresh = extra_per_fault(measured)
     checks.append(Check("the fifth level costs instructions on every fault (a pair booted just now)",
                         PASSED if fresh > 0 else INCONCLUSIVE, "5-level minus 4-level above 0",
-                        f"{fresh:+.1f} instructions per anonymous fault"))
+                        f"{'+' if fresh > 0 else ''}{shown(fresh)} instructions per anonymous fault"))
     return checks
 
 
@@ -106,14 +107,14 @@ def fault_around_check(ns: Answers) -> list[Check]:
     for mode, got in answers.items():
         if not isinstance(got, (int, float)) or isinstance(got, bool) or got <= 0:
             checks.append(Check(f"{mode.upper()}_PAGES_PER_FAULT is a number", FAILED, "pages per fault, above 0",
-                                repr(got)))
+                                shown(got)))
     if checks:
         return checks
     fresh = fault_around_now()
     for mode, got in answers.items():
         close = abs(got - fresh[mode]) <= AROUND_TOLERANCE * fresh[mode]
         checks.append(Check(f"pages per {mode} fault", PASSED if close else FAILED,
-                            f"{fresh[mode]:.2f} within {AROUND_TOLERANCE:.0%} (measured just now)", f"{got:.2f}"))
+                            f"{shown(fresh[mode])} within {AROUND_TOLERANCE:.0%} (measured just now)", shown(got)))
     return checks
 
 
@@ -147,9 +148,9 @@ def power_check(ns: Answers) -> list[Check]:
         isinstance(c, (int, float)) and c > 0 for c in costs)
     if not valid:
         return checks + [Check("MY_COSTS: your native costs per fault", FAILED, "at least 5 positive values",
-                               repr(costs)[:80])]
+                               shown(costs)[:80])]
     resolved = power(costs, 30, SOURCE_EFFECT) >= POWER_NEEDED
     return checks + [Check("WOULD_RESOLVE: 30 runs per mode see +0.23% with 80% power at your spread",
                            PASSED if answer is resolved else FAILED,
-                           f"{resolved} (power {power(costs, 30, SOURCE_EFFECT):.2f} at a spread of "
-                           f"{stats.coefficient_of_variation(costs):.2%})", repr(answer))]
+                           f"{resolved} (power {shown(power(costs, 30, SOURCE_EFFECT))} at a spread of "
+                           f"{stats.coefficient_of_variation(costs):.2%})", shown(answer))]
