@@ -84,7 +84,7 @@ def race_picks(binary: Path, cpus: tuple[int, int], picks: dict[str, str], setti
         return {arm: run_once(argv[arm])[1][0]["batches_per_s"] for arm in order}
 
     plan = Plan(ROUNDS_PER_LOOK, settings.race_rounds, settings.race_budget_s)
-    return race(arms, one_round, lambda rates, alpha: judge_race(picks, rates, alpha)[0] in DECIDED, plan,
+    return race(arms, one_round, lambda rates, alpha: race_decided(picks, rates, alpha), plan,
                 control="unchanged", desc="racing the builds, until decided", progress=progress)
 
 
@@ -159,10 +159,16 @@ def judge_race(picks: dict[str, str], rates: dict[str, list[float]], alpha: floa
     Two comparisons make the verdict, so each is judged at half the error rate.
     """
     if picks["perf"] == picks["coz"]:
-        _, shown, effect = judge_change(picks["coz"], rates["unchanged"], rates[picks["coz"]], MIN_EFFECT, stats.median,
-                                        alpha=alpha)
-        return "not-reproduced", f"perf and coz both point to {picks['coz']}: here the hottest function is the one " \
-            f"to fix ({shown})", effect
+        helps, shown, effect = judge_change(picks["coz"], rates["unchanged"], rates[picks["coz"]], MIN_EFFECT,
+                                            stats.median, alpha=alpha)
+        if helps == "reproduced":
+            return "not-reproduced", f"perf and coz both point to {picks['coz']}: here the hottest function is the " \
+                f"one to fix ({shown})", effect
+        if helps == "not-reproduced":  # coz pointed where halving does not help: its profile, not the program, missed
+            return "inconclusive", f"perf and coz both point to {picks['coz']}, but halving it does not speed the " \
+                f"program up ({shown}): coz's profile missed what limits it in this run; rerun without --quick, " \
+                "where coz profiles each line longer", effect
+        return "inconclusive", f"perf and coz both point to {picks['coz']} ({shown})", effect
     coz_verdict, coz_shown, effect = judge_change(f"halving {picks['coz']} (coz's pick)", rates["unchanged"],
                                                   rates[picks["coz"]], MIN_EFFECT, stats.median, alpha=alpha / 2)
     perf_verdict, perf_shown, _ = judge_change(f"halving {picks['perf']} (perf's pick)", rates["unchanged"],
@@ -174,6 +180,15 @@ def judge_race(picks: dict[str, str], rates: dict[str, list[float]], alpha: floa
         return "not-reproduced", f"coz's pick did not beat perf's here; {shown}", effect
     return "inconclusive", shown, effect
 # ANCHOR_END: judge
+
+
+def race_decided(picks: dict[str, str], rates: dict[str, list[float]], alpha: float) -> bool:
+    """The race can stop: its verdict is decided, or, where both profilers picked one function, whether halving
+    that function helps is (either way, more rounds cannot change the verdict)."""
+    if picks["perf"] == picks["coz"]:
+        return judge_change(picks["coz"], rates["unchanged"], rates[picks["coz"]], MIN_EFFECT, stats.median,
+                            alpha=alpha)[0] in DECIDED
+    return judge_race(picks, rates, alpha)[0] in DECIDED
 
 
 def measured_notes(result: dict[str, Any], profile: coz.Profile) -> list[str]:
