@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from perflab.labs import Lab
+from perflab.results import new_result
+from perflab.verdict import Verdict
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_MACHINES = REPO / "tests" / "fixtures" / "machines"
 SHARED_C2C = REPO.parent / "shared" / "datasets" / "core-to-core"
@@ -123,3 +127,22 @@ def pytest_runtest_makereport(item, call):
     report = yield
     setattr(item, f"report_{report.when}", report)
     return report
+
+
+class StubLab(Lab):
+    """The smallest lab: the skeleton around it is what a test of the run's machinery tests."""
+
+    name = "core-to-core"
+    QUICK = FULL = None
+
+    def choose_cpus(self, machine, cpus):
+        return None
+
+    def watched_cpus(self, placement):
+        return []
+
+    def measure(self, machine, placement, settings, progress):
+        return new_result(self.name, "stub", {}, {})
+
+    def judge(self, machine, result):
+        return Verdict(self.name, "inconclusive", "a stub")

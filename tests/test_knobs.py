@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_MACHINES, REPO, run_cli
+from conftest import FIXTURE_MACHINES, REPO, StubLab, run_cli
 from perflab import journal, system
 from perflab.errors import PerflabError
 from perflab.knobs import Governor, IrqAffinity, NumaBalancing, RqAffinity, TracefsMount, Turbo, disk_irqs, used_by_labs
-from perflab.labs import Lab
 from perflab.lock import measurement_lock
-from perflab.results import new_result
 from perflab.sysfs import SysRoot
-from perflab.verdict import Verdict
 
 
 @pytest.fixture
@@ -131,32 +128,13 @@ def test_sigterm_restores_in_the_process_itself(tree):
     assert snapshot(tree) == before
 
 
-class _Stub(Lab):
-    """The smallest lab: the skeleton around it is what is tested."""
-
-    name = "core-to-core"
-    QUICK = FULL = None
-
-    def choose_cpus(self, machine, cpus):
-        return None
-
-    def watched_cpus(self, placement):
-        return []
-
-    def measure(self, machine, placement, settings, progress):
-        return new_result(self.name, "stub", {}, {})
-
-    def judge(self, machine, result):
-        return Verdict(self.name, "inconclusive", "a stub")
-
-
 def test_the_next_run_replays_what_a_killed_run_left(tree, monkeypatch, capsys):
     before = snapshot(tree)
     changer = _changer(tree)
     changer.kill()
     changer.wait()
     monkeypatch.setenv("PERFLAB_SYSROOT", str(tree))
-    verdict = _Stub().run(quick=True, progress=False)
+    verdict = StubLab().run(quick=True, progress=False)
     assert verdict.results and snapshot(tree) == before
     assert "perflab: restored rq_affinity nvme0n1 back to '1'" in capsys.readouterr().err
 

@@ -13,11 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, StubLab, run_cli
 from perflab import guardian, processes, records
-from perflab.labs import Lab
-from perflab.results import new_result
-from perflab.verdict import Verdict
 
 # Starts a shell that forks two sleeps (into its process group, unless told otherwise), prints its pid, and waits
 # to be killed.
@@ -124,28 +121,9 @@ def _leftover() -> tuple[int, list[int]]:
     return pgid, sleeps
 
 
-class _Stub(Lab):
-    """The smallest lab: the skeleton around it is what is tested."""
-
-    name = "core-to-core"
-    QUICK = FULL = None
-
-    def choose_cpus(self, machine, cpus):
-        return None
-
-    def watched_cpus(self, placement):
-        return []
-
-    def measure(self, machine, placement, settings, progress):
-        return new_result(self.name, "stub", {}, {})
-
-    def judge(self, machine, result):
-        return Verdict(self.name, "inconclusive", "a stub")
-
-
 def test_the_next_run_and_system_reset_end_what_a_killed_run_and_its_guardian_left(tmp_path, capsys):
     pgid, sleeps = _leftover()
-    _Stub().run(quick=True, progress=False)
+    StubLab().run(quick=True, progress=False)
     said = capsys.readouterr().err
     assert re.search(rf"perflab: ended sh -c 'sleep 300 & sleep 300 & wait' \(process group {pgid}: pid "
                      rf"{sleeps[0]}, {sleeps[1]}\), which perflab process \d+ started", said), said
