@@ -20,6 +20,7 @@ from perflab import stats
 
 MDBOOK = REPO / ".tools" / "bin" / "mdbook"
 LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
+RECORDED = sorted(path for path in (REPO / "perflab" / "data").rglob("*") if path.suffix in (".json", ".csv", ".txt"))
 
 
 @pytest.mark.skipif(not MDBOOK.exists(), reason="mdBook is not installed: run `make test`, which installs it")
@@ -36,6 +37,14 @@ def test_the_built_book_shows_no_answer(tmp_path):
 @pytest.mark.parametrize("path", LAB_NOTEBOOKS, ids=lambda p: p.parent.name)
 def test_a_lab_notebook_shows_no_answer(path):
     assert [str(a) for a in shown_in(notebook_text(nbformat.read(path, as_version=4)), exercise_answers())] == []
+
+
+def test_the_recorded_data_a_notebook_can_load_shows_no_answer():
+    """Lab 5's source data carried the cap nsd-cap-model asks for ("cap_queries_per_s": 500000), one
+    `recorded.load()` away from the learner's notebook."""
+    numbers = [a for a in exercise_answers() if a.number is not None]
+    shown = [f"{path.relative_to(REPO)}: {a}" for path in RECORDED for a in shown_in(path.read_text(), numbers)]
+    assert RECORDED and shown == []
 
 
 def test_the_pictures_of_recorded_data_show_no_answer():

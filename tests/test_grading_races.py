@@ -33,3 +33,14 @@ def test_the_grade_of_a_race(speedups, status):
 def test_too_few_rounds_stay_undecided():
     few = {arm: values[:3] for arm, values in rounds(**{YOURS: 0.2, RIGHT: 0.2}).items()}
     assert grade_of(few, 0.01, MIN_EFFECT)[0] is None
+
+
+def test_an_undecided_race_says_which_comparison_it_waits_for():
+    """nsd-fix's reason read "yours vs baseline: +138.9% (CI +116.9% to +151.8%) ... not decided" and named nothing
+    else: the known wrong fix, whose comparison was still open, went unsaid."""
+    waiting = rounds(**{YOURS: 0.5, RIGHT: 0.5, WRONG: MIN_EFFECT})  # the wrong fix sits on the threshold
+    status, why = grade_of(waiting, 0.01, MIN_EFFECT)
+    assert status is None and "not yet decided whether a known wrong fix is faster too (known wrong fix vs" in why
+    slow = rounds(**{RIGHT: MIN_EFFECT})  # yours is not faster; the known fix sits on the threshold
+    status, why = grade_of(slow, 0.01, MIN_EFFECT)
+    assert status is None and "not yet decided whether the known fix is faster (known fix vs" in why

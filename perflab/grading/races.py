@@ -44,6 +44,10 @@ def grade_of(values: dict[str, list[float]], alpha: float, min_effect: float,
     if mine == "not-reproduced" and right == "not-reproduced":
         return INCONCLUSIVE, (f"{mine_why}; but the known fix was not faster either ({right_why}): this machine "
                               "did not show the effect in this run; grade again, or on a machine that shows it")
+    if mine == "reproduced":  # yours is faster; the known wrong fix may be too: more rounds tell
+        return None, f"{mine_why}; not yet decided whether a known wrong fix is faster too ({wrong_why})"
+    if mine == "not-reproduced":  # yours is not faster; whether this machine shows the effect is not decided yet
+        return None, f"{mine_why}; not yet decided whether the known fix is faster ({right_why})"
     return None, mine_why
 
 
