@@ -38,6 +38,15 @@ def test_reset_gives_a_fresh_copy_and_keeps_the_old_one():
     backups = list((workspace.workspace_dir() / ".backup").glob("harmonic-mean-*.ipynb"))
     assert len(backups) == 1 and "my attempt" in backups[0].read_text()
     assert exercise.learner_path.read_bytes() == exercise.exercise_path.read_bytes()
+    assert "Reload Notebook from Disk" in done.stdout  # the copy a JupyterLab tab may show was replaced
+
+
+def test_a_first_copy_by_reset_asks_for_no_reload():
+    """A learner's first `perflab reset NAME` (the way to a copy without grading) replaced nothing, yet told them
+    to reload open notebooks."""
+    done = run_cli("reset", "c2c-harmonic-mean", "--keep-progress")
+    assert done.returncode == 0, done.stderr
+    assert "a fresh copy" in done.stdout and "Reload" not in done.stdout
 
 
 def test_grade_grades_the_learners_copy_and_only_that_copy_counts_as_progress():

@@ -118,10 +118,13 @@ def cmd_reset(args: argparse.Namespace) -> int:
     held = "" if clear is False else _progress_of(exercises)  # --keep-progress needs no readable progress file
     if clear is None and held and sys.stdin.isatty():  # asked before anything changes: Ctrl-C here changes nothing
         clear = _yes(f"Clear {'the whole workspace' if args.all else args.exercise}'s progress too ({held})? [y/N] ")
+    replaced = False
     for course, mine in notebooks:
         backup = reset(course, mine)
+        replaced |= backup is not None
         print(f"{mine}: a fresh copy" + (f"; yours is kept in {backup}" if backup else ""))
-    print("reload open notebooks in JupyterLab (File > Reload Notebook from Disk) before you go on")
+    if replaced:  # a first copy replaced nothing a notebook tab could be showing
+        print("reload open notebooks in JupyterLab (File > Reload Notebook from Disk) before you go on")
     if clear is False and not held:
         print("progress kept, as --keep-progress says")
     elif not held:
