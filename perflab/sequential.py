@@ -97,13 +97,14 @@ class Race:
     def from_json(cls, data: dict) -> Race:
         return cls(**data)
 
-    def undecided(self) -> str:
-        """Why an inconclusive race stopped, and what would decide it."""
+    def undecided(self, advice: str | None = None) -> str:
+        """Why an inconclusive race stopped, and what would decide it: a lab's run takes more rounds; a grader
+        gives its own `advice`."""
         kept = self.rounds - self.first_kept
         why = (f"the time budget ran out after {self.rounds} rounds ({self.seconds:.0f} s)" if self.stopped == "budget"
                else f"all {self.rounds} rounds are measured")
-        return (f"not decided: {why}, {kept} of them kept; rerun with more rounds (--runs {2 * self.rounds}) "
-                "or without --quick, on a quieter machine")
+        advice = advice or f"rerun with more rounds (--runs {2 * self.rounds}) or without --quick, on a quieter machine"
+        return f"not decided: {why}, {kept} of them kept; {advice}"
 
 
 # ANCHOR: race

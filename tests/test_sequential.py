@@ -47,6 +47,9 @@ def test_no_effect_is_ruled_out_and_a_borderline_one_stays_open():
     assert raced.stopped == "decided" and verdict(raced.kept_values(), raced.alpha_per_look) == "not-reproduced"
     borderline = run(arms(0.05, seed=3, spread=0.2), Plan(5, 20, 60))
     assert borderline.stopped == "rounds" and "all 20 rounds are measured" in borderline.undecided()
+    assert "(--runs 40) or without --quick" in borderline.undecided()  # a lab's run: the options that decide it
+    graded = borderline.undecided("grade again, on a quieter machine")  # a grade has no --runs: its own advice
+    assert graded.endswith("kept; grade again, on a quieter machine") and "--runs" not in graded
 
 
 def test_the_budget_stops_a_race_before_it_overruns():

@@ -66,5 +66,5 @@ def race_fixes(argv: dict[str, list[str]], value: Callable[[list[dict]], float],
     if seen.busy:
         return busy_check(name, expected, seen, f"{status or 'undecided'} ({why})")
     if status is None:
-        return Check(name, INCONCLUSIVE, expected, f"{why}; {raced.undecided()}")
+        return Check(name, INCONCLUSIVE, expected, f"{why}; {raced.undecided('grade again, on a quieter machine')}")
     return Check(name, status, expected, why)
