@@ -1,9 +1,11 @@
-"""Lab 7's pictures: perf's ranking beside coz's, causal speedup curves, predicted against measured."""
+"""Lab 7's pictures: perf's ranking beside coz's, causal speedup curves, predicted against measured (drawn, and
+as the table the notebook prints)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ... import text
 from ...verdict import Verdict
 from . import coz
 from .profilers import FUNCTIONS, function_at
@@ -106,3 +108,14 @@ def sample_figure(name: str, top: int = 4):
     point = profile.points()[0]
     lines = [line for line, _ in coz.rank_lines(profile, point, min_experiments=20)[:top]]
     return curves_figure(profile, point, lines)
+
+
+def table_text(rows: list[dict[str, Any]]) -> str:
+    """Predicted against actual, as the notebook and the CLI print it."""
+    def interval(v: dict[str, float] | None) -> str:
+        return "no experiments near 50%" if v is None else f"{v['value']:+.1%} ({v['low']:+.1%} to {v['high']:+.1%})"
+
+    header = [("pointed to by", "function (line)", "coz predicted", "measured", "held?")]
+    return text.table(header + [(r["pick"], f"{r['function']} (commit.c:{r['line']})", interval(r["predicted"]),
+                                  interval(r["actual"]), {True: "yes", False: "no", None: "-"}[r["held"]])
+                                 for r in rows])

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import results, stats, text
+from ... import results, stats
 from ...bounds import Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus
@@ -139,17 +139,6 @@ def held(predicted: dict[str, float], actual: dict[str, float]) -> bool:
     return abs(predicted["value"] - actual["value"]) <= MIN_EFFECT or \
         (predicted["low"] <= actual["high"] and actual["low"] <= predicted["high"])
 # ANCHOR_END: compare
-
-
-def table_text(rows: list[dict[str, Any]]) -> str:
-    """Predicted against actual, as the notebook and the CLI print it."""
-    def interval(v: dict[str, float] | None) -> str:
-        return "no experiments near 50%" if v is None else f"{v['value']:+.1%} ({v['low']:+.1%} to {v['high']:+.1%})"
-
-    header = [("pointed to by", "function (line)", "coz predicted", "measured", "held?")]
-    return text.table(header + [(r["pick"], f"{r['function']} (commit.c:{r['line']})", interval(r["predicted"]),
-                                  interval(r["actual"]), {True: "yes", False: "no", None: "-"}[r["held"]])
-                                 for r in rows])
 
 
 # ANCHOR: judge
