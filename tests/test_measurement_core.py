@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from conftest import StubLab
 from perflab import results
 from perflab.errors import PerflabError
 from perflab.lock import measurement_lock
@@ -149,31 +150,16 @@ def test_verdict_rejects_unknown_kinds():
 
 def test_a_lab_run_holds_the_lock_from_first_to_last_measurement():
     """Taken once for the whole run: no other measurement slips in between two phases."""
-    from perflab.labs import Lab
-    from perflab.results import new_result
-
     seen = []
 
-    class TwoPhases(Lab):
-        name = "core-to-core"
-        QUICK = FULL = None
-
-        def choose_cpus(self, machine, cpus):
-            return None
-
-        def watched_cpus(self, placement):
-            return []
-
+    class TwoPhases(StubLab):
         def measure(self, machine, placement, settings, progress):
             for phase in ("sweep", "confirm"):
                 probe_lock = subprocess.run([sys.executable, "-c", "from perflab.lock import measurement_lock\n"
                                              "with measurement_lock('intruder', wait=False): pass"],
                                             capture_output=True, text=True, env=os.environ.copy())
                 seen.append((phase, probe_lock.returncode))
-            return new_result(self.name, "stub", {}, {})
-
-        def judge(self, machine, result):
-            return Verdict(self.name, "inconclusive", "a stub")
+            return super().measure(machine, placement, settings, progress)
 
     TwoPhases().run(quick=True, progress=False)
     assert [phase for phase, code in seen if code != 0] == ["sweep", "confirm"], "the intruder never got in"
