@@ -275,7 +275,7 @@ class CausalProfiling(Lab):
         if rates:
             raced = Race.from_json(result["race"])
             verdict, reason, effect = judge_race(picks, rates, raced.alpha_per_look)
-            if verdict == "inconclusive":
+            if verdict == "inconclusive" and raced.stopped != "decided":  # a decided race has no rounds to add
                 reason = f"{reason}; {raced.undecided()}"
         elif picks["perf"] is None:
             verdict, reason = "inconclusive", ("perf's samples name none of the program's functions: is "
