@@ -3,7 +3,7 @@
 - reproduced: the effect is there, significant, and larger than the smallest
   effect worth teaching;
 - not-reproduced: the confidence interval rules out an effect that large;
-- inconclusive: neither (the interval is too wide): rerun with more runs;
+- inconclusive: neither (the interval is too wide): more rounds would tell;
 - cannot-show: this machine cannot show it at all (and what would).
 """
 
@@ -107,7 +107,7 @@ def judge_change(
         return "reproduced", effect.text(), effect
     if high - 1 < min_effect:
         return "not-reproduced", f"{effect.text()}; an effect of {min_effect:.0%} or more is ruled out", effect
-    return "inconclusive", f"{effect.text()}; too uncertain to decide: rerun with more runs (--runs)", effect
+    return "inconclusive", f"{effect.text()}; too uncertain to decide", effect  # the caller knows what adds rounds
 # ANCHOR_END: judge_change
 
 

@@ -140,7 +140,7 @@ def test_judge_change_not_reproduced():
 def test_judge_change_inconclusive():
     verdict, reason, _ = judge_change("speed", _samples(100, 15, 5, 5), _samples(104, 15, 5, 6), 0.03)
     assert verdict == "inconclusive"
-    assert "rerun with more runs" in reason
+    assert reason.endswith("too uncertain to decide")  # no lab's --runs advice: a grader quotes it too
 
 
 def test_verdict_rejects_unknown_kinds():
