@@ -87,7 +87,7 @@ def source_figure() -> Figure:
     for x, (rate, ipc) in enumerate((((low + high) / 2000, data["runs"]["fast"]["ipc"]),
                                      (slow / 1000, data["runs"]["slow"]["ipc"]))):
         rates.text(x, rate / 2, f"IPC {ipc}", ha="center", color="white")
-    rates.set_ylabel("thousand writes/s per shard")
+    rates.set_ylabel("thousand write requests/s per shard")
     rates.set_title("random from run to run")
     # In units of the cap: its value is what the exercise nsd-cap-model asks for, so no label or axis gives it.
     cap_from = data["scaling"]["cap_from_cores"]
