@@ -38,9 +38,20 @@ def test_too_few_rounds_stay_undecided():
 def test_an_undecided_race_says_which_comparison_it_waits_for():
     """nsd-fix's reason read "yours vs baseline: +138.9% (CI +116.9% to +151.8%) ... not decided" and named nothing
     else: the known wrong fix, whose comparison was still open, went unsaid."""
-    waiting = rounds(**{YOURS: 0.5, RIGHT: 0.5, WRONG: MIN_EFFECT})  # the wrong fix sits on the threshold
+    # The wrong fix sits on the threshold, and yours is not far enough above it to tell them apart directly.
+    waiting = rounds(**{YOURS: MIN_EFFECT + 0.03, RIGHT: 0.5, WRONG: MIN_EFFECT})
     status, why = grade_of(waiting, 0.01, MIN_EFFECT)
     assert status is None and "not yet decided whether a known wrong fix is faster too (known wrong fix vs" in why
     slow = rounds(**{RIGHT: MIN_EFFECT})  # yours is not faster; the known fix sits on the threshold
     status, why = grade_of(slow, 0.01, MIN_EFFECT)
     assert status is None and "not yet decided whether the known fix is faster (known fix vs" in why
+
+
+def test_a_fix_that_beats_the_known_wrong_fix_passes_while_the_wrong_fix_stays_open():
+    """nsd-fix after 40 rounds, and alignment-slow-build after 60: yours +139% and +51%, the known wrong fix's own
+    small effect still straddling the threshold, so the grade stayed undecided though the run plainly told the
+    two apart. Yours against the wrong fix decides it."""
+    status, why = grade_of(rounds(**{YOURS: 0.5, RIGHT: 0.5, WRONG: MIN_EFFECT}), 0.01, MIN_EFFECT)
+    assert status == PASSED and "yours vs known wrong fix: +" in why
+    level = rounds(**{YOURS: 0.5, RIGHT: 0.5, WRONG: 0.5})  # the wrong fix as fast as yours: still not a pass
+    assert grade_of(level, 0.01, MIN_EFFECT)[0] == INCONCLUSIVE
