@@ -54,12 +54,14 @@ def test_the_pictures_of_recorded_data_show_no_answer():
     from perflab.labs.core_to_core.matrix import load
     from perflab.labs.core_to_core.run import RECORDED_EXAMPLE
     from perflab.labs.first_core_ipi.figures import original_case_figure
+    from perflab.labs.inclusive_llc.figures import source_figure as stress_ng_runs_figure
+    from perflab.labs.loop_alignment.figures import talk_figure
     from perflab.labs.numa_static_data.figures import source_figure
     from perflab.labs.page_table_levels.figures import relative_figure
 
     recorded = load(RECORDED_EXAMPLE)
     for figure in (heatmap(recorded, analyze(recorded)), original_case_figure(), source_figure(),
-                   relative_figure({"kind": ""}, None)):
+                   relative_figure({"kind": ""}, None), stress_ng_runs_figure(), talk_figure()):
         words = "\n".join(text.get_text() for text in figure.findobj(Text))
         assert [str(a) for a in shown_in(words, exercise_answers())] == []
 

@@ -1,23 +1,27 @@
 """Lab 2: the cache simulator on hand-worked cases, the victim and the aggressor for real, the verdict, the
-exercises."""
+source's runs replayed, the exercises."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import pytest
 
 from conftest import REPO, run_cli
-from perflab import results
+from perflab import results, stats
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
-from perflab.grading import FAILED, PASSED
+from perflab.grading import FAILED, PASSED, Answers
+from perflab.grading.kernel import FunctionAnswer
 from perflab.labs import CannotShow
-from perflab.labs.inclusive_llc import LAB, cachesim, programs, stress_ng
+from perflab.labs.inclusive_llc import LAB, cachesim, programs, recorded, stress_ng
 from perflab.labs.inclusive_llc import exercises as checks
 from perflab.labs.inclusive_llc import run as lab
-from perflab.labs.inclusive_llc.figures import figures
+from perflab.labs.inclusive_llc.figures import figures, source_figure
 from perflab.probe import Fact, Machine, probe
+from perflab.sequential import Race
+from perflab.verdict import Verdict
 
 # --- the simulator, against traces worked by hand ------------------------------------------------------
 
@@ -258,6 +262,60 @@ def test_bogo_rate_is_read_from_stress_ng_yaml():
         stress_ng.parse_bogo_rate("metrics: []\n")
 
 
+# --- the source's runs, replayed ------------------------------------------------------------------------
+
+def test_the_source_s_runs_load_five_per_setup_on_two_machines():
+    data = recorded.load()
+    assert "jabperf.com" in data["source"]
+    assert [(m["name"], m["llc"]) for m in data["machines"]] == [("Haswell", "inclusive, 20 MB"),
+                                                                  ("Cascade Lake", "non-inclusive, 25 MB")]
+    assert all(len(m["alone"]) == len(m["beside_aggressor"]) == 5 for m in data["machines"])
+    assert data["machines"][0]["alone"][0] == 70175.86 and data["machines"][1]["beside_aggressor"][-1] == 90746.03
+
+
+def test_the_replay_finds_the_haswell_slowed_and_the_cascade_lake_not():
+    judged = recorded.replay()
+    haswell, cascade = judged["Haswell"], judged["Cascade Lake"]
+    assert (haswell["verdict"], cascade["verdict"]) == ("reproduced", "not-reproduced")
+    assert haswell["effect"].value == pytest.approx(70151.86 / 68450.44 - 1)  # the medians, as time per op
+    assert haswell["effect"].ci_low > lab.MIN_EFFECT > cascade["effect"].ci_high
+    assert haswell["effect"].p_value == pytest.approx(haswell["p_floor"]), "every run beside slower than every alone"
+    assert "could never reach" in recorded.replay_text()
+
+
+def test_the_floor_under_p_is_every_run_of_one_setup_beyond_the_other():
+    assert recorded.p_floor(5, 5) == pytest.approx(0.0122, abs=1e-4)
+    assert stats.mann_whitney_u([3, 1, 2, 5, 4], [7, 6, 10, 8, 9])[1] == pytest.approx(recorded.p_floor(5, 5))
+    assert recorded.race_alpha() < recorded.p_floor(5, 5) < 0.05
+    assert checks.fewest_runs(0.05) == 4 and checks.fewest_runs(recorded.race_alpha()) == 8
+
+
+def test_the_source_figure_is_labelled_recorded_and_drawn_where_nothing_was_measured():
+    figure = source_figure()
+    assert figure._suptitle.get_text().startswith("Recorded by the source, not measured here")
+    assert [ax.get_title().splitlines()[1].split(",")[0] for ax in figure.axes] == ["reproduced", "not-reproduced"]
+    titles = [title for title, _ in figures(Verdict(LAB.name, "cannot-show", ""))]
+    assert titles == ["Simulator: what an inclusive LLC would do", "The source's runs, replayed"]
+
+
+def _judged(slowdown: float) -> Verdict:
+    """The lab's verdict on a made-up sweep whose largest aggressor slows the victim by `slowdown`."""
+    small, large = lab.label(lab.FRACTIONS[0]), lab.label(lab.FRACTIONS[-1])
+    base = [1.70, 1.71, 1.69, 1.72, 1.70, 1.71, 1.70, 1.69, 1.71, 1.70]
+    raced = Race([lab.ALONE, small, large], {lab.ALONE: base, small: base, large: [x * slowdown for x in base]}, 0.05)
+    machine = Machine({})
+    params = {"llc": {"level": 3, "size_kib": 20480, "cpus": [0, 1]}, "victim_cpu": 1, "aggressor_cpu": 0,
+              "working_set": 16384, "llc_bytes": 20 << 20, "events": []}
+    return LAB.judge(machine, {"race": raced.to_json(), "ns_per_access": raced.kept_values(), "params": params,
+                               "aggressor_gb_per_s": {}, "prediction": lab.predict(machine)})
+
+
+def test_a_machine_that_does_not_show_it_is_pointed_to_the_source_s_runs():
+    assert _judged(1.0).verdict == "not-reproduced" and lab.REPLAYED in _judged(1.0).notes[-1]
+    assert _judged(1.1).verdict == "reproduced" and not any(lab.REPLAYED in n for n in _judged(1.1).notes)
+    assert lab.REPLAYED in LAB.CANNOT_SHOW
+
+
 # --- the exercises ------------------------------------------------------------------------------------
 
 def test_evictions_on_the_described_l3_follow_its_ways():
@@ -275,6 +333,20 @@ def test_noisy_neighbour_rejects_the_noisy_socket_and_the_interrupt_core():
         assert first.status == FAILED, wrong
     assert checks.noisy_neighbour({**answers, "LATENCY_CPU": 9, "SAME_SOCKET_CPU": 19})[1].status == FAILED
     assert checks.noisy_neighbour({**answers, "LATENCY_CPU": 9, "SAME_SOCKET_RISK": "none"})[2].status == FAILED
+
+
+def _five_runs_answers(p_floor, fewest_runs) -> Answers:
+    inputs = {"my_p_floor": checks.fresh_arm_sizes(), "my_fewest_runs": checks.fresh_levels()}
+    return Answers({name: FunctionAnswer("__main__", name, [function(*a) for a in inputs[name]])
+                    for name, function in (("my_p_floor", p_floor), ("my_fewest_runs", fewest_runs))},
+                   inputs, ["def my_p_floor(n_alone, n_beside):\n    pass", "def my_fewest_runs(alpha):\n    pass"])
+
+
+def test_five_runs_checks_the_floor_and_the_fewest_runs_on_fresh_inputs():
+    right = checks.five_runs(_five_runs_answers(recorded.p_floor, checks.fewest_runs))
+    assert [c.status for c in right] == [PASSED, PASSED]
+    exact = checks.five_runs(_five_runs_answers(lambda a, b: 2 / math.comb(a + b, a), lambda alpha: 5))
+    assert [c.status for c in exact] == [FAILED, FAILED], "the exact test's floor is not the lab's test's"
 
 
 def test_lab_folder_has_the_usual_files():

@@ -1,4 +1,5 @@
-"""Lab 6: layout analysis on known assembly, the statistics of the sweep, real sweeps and builds, the exercise."""
+"""Lab 6: layout analysis on known assembly, the statistics of the sweep, real sweeps and builds, the seed's talk
+replayed, the exercises."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import pytest
 from conftest import REPO, run_cli
 from perflab.build import ensure_built
 from perflab.errors import PerflabError
-from perflab.grading import FAILED, INCONCLUSIVE, PASSED
-from perflab.labs.loop_alignment import LAB, builds, layout, notes
+from perflab.grading import FAILED, INCONCLUSIVE, PASSED, Answers
+from perflab.grading.kernel import FunctionAnswer
+from perflab.labs.loop_alignment import LAB, builds, layout, notes, recorded
 from perflab.labs.loop_alignment import exercises as checks
 from perflab.labs.loop_alignment import run as lab
-from perflab.labs.loop_alignment.figures import figures
+from perflab.labs.loop_alignment.figures import figures, talk_figure
+from perflab.probe import Machine
+from perflab.sequential import Race
+from perflab.verdict import Verdict
 
 # objdump -d -w output for a loop whose cmp/jne pair straddles a 64-byte line at 0x1400,
 # plus a line objdump (without -w) continues onto the next row.
@@ -135,6 +140,50 @@ def test_pmu_note_says_what_this_machine_can_count():
     assert "perf stat -e idq.dsb_uops" in notes.pmu_note(Machine(True))
 
 
+# --- the seed's talk, replayed ----------------------------------------------------------------------------
+
+def test_the_talk_s_numbers_load_as_the_issue_quotes_them():
+    talk = recorded.builds()
+    assert list(talk) == [recorded.OLD_BUILD, recorded.SLOW_BUILD, recorded.ALIGNED_BUILD]
+    assert (talk["GCC 4.8.5"]["seconds"], talk["GCC 8.5.0"]["seconds"]) == (2.06, 2.65)
+    assert "seconds" not in talk["GCC 8.5.0, loop aligned"], "the talk times no aligned build: none is made up"
+    assert [b["front_end_bound_percent"] for b in talk.values()] == [[14.4, 14.4], [45.2, 50.3], [15.4, 15.4]]
+    assert [b["layout"] for b in talk.values()] == ["aligned", "crosses", "aligned"]
+
+
+def test_the_replay_gives_the_ratio_and_says_what_one_run_per_build_cannot():
+    found = recorded.replay()
+    assert found["ratio"] == pytest.approx(2.65 / 2.06)
+    assert found["front_end_bound"] == {"GCC 4.8.5": (14.4, 14.4), "GCC 8.5.0": (45.2, 50.3),
+                                        "GCC 8.5.0, loop aligned": (15.4, 15.4)}
+    said = found["judgement"]
+    assert "x1.29" in said and "no interval and no test" in said and "45.2-50.3% for GCC 8.5.0" in said
+    assert "mechanism's evidence" in said
+
+
+def test_the_talk_figure_is_labelled_recorded_and_drawn_where_nothing_was_measured():
+    figure = talk_figure()
+    assert figure._suptitle.get_text() == "Recorded in the seed's talk, not measured here"
+    assert "no interval" in figure.axes[0].get_title()
+    assert [title for title, _ in figures(Verdict(LAB.name, "cannot-show", ""))] == ["The seed's talk, replayed"]
+
+
+def _judged(slowdown: float) -> Verdict:
+    """The lab's verdict on a made-up fresh race whose slowest offset takes `slowdown` times the fastest's time."""
+    fast = [0.36 + 0.001 * i for i in range(10)]
+    raced = Race(["0", "46"], {"0": fast, "46": [t * slowdown for t in fast]}, 0.05)
+    return LAB.judge(Machine({}), {
+        "params": {"loop": "alu", "cpu": 1}, "notes": [],
+        "confirmation": {"fastest": 0, "slowest": 46, "race": raced.to_json()},
+        "classification": {"slow": [], "sometimes_slow": []},
+        "explanation": [{"fact": "jump crosses 64-byte line", "agree": 0, "of": 128, "share": 0.0}]})
+
+
+def test_a_run_that_does_not_show_it_is_pointed_to_the_seed_s_numbers():
+    assert _judged(1.0).verdict == "not-reproduced" and _judged(1.0).notes[-1] == notes.REPLAYED
+    assert _judged(1.5).verdict == "reproduced" and notes.REPLAYED not in _judged(1.5).notes
+
+
 def test_offset_sweep_rejects_bad_offsets_with_one_line():
     binary = ensure_built(lab.SOURCE_DIR, "offset_sweep")
     for args in (["-o", "120-130"], ["-o", "5-"], ["-l", "fma"], ["-n", "10"]):
@@ -216,6 +265,23 @@ def test_a_fix_that_moves_nothing_fails_the_boundary_check():
     assert by_name["the boundary you named: crossed in the slow build, not in your fix"].status == FAILED
     assert "still crosses" in by_name["the boundary you named: crossed in the slow build, not in your fix"].got
     assert by_name["your fix is faster, measured just now"].status in (FAILED, INCONCLUSIVE)
+
+
+def _talk_answers(drop, crosses) -> Answers:
+    inputs = {"my_loop_crosses": checks.fresh_shares()}
+    return Answers({"ALIGNMENT_DROP": drop,
+                    "my_loop_crosses": FunctionAnswer("__main__", "my_loop_crosses",
+                                                      [crosses(*a) for a in inputs["my_loop_crosses"]])},
+                   inputs, ["def my_loop_crosses(front_end_bound_percent):\n    pass"])
+
+
+def test_talk_numbers_checks_the_drop_and_the_layout_on_fresh_shares():
+    assert checks.alignment_drop() == pytest.approx((45.2 - 15.4, 50.3 - 15.4))
+    right = checks.talk_numbers(_talk_answers((29.8, 34.9), lambda share: share > 30))
+    assert [c.status for c in right] == [PASSED, PASSED]
+    # against the other compiler's build, and a line drawn among the shares of loops in one line
+    wrong = checks.talk_numbers(_talk_answers((45.2 - 14.4, 50.3 - 14.4), lambda share: share > 15))
+    assert [c.status for c in wrong] == [FAILED, FAILED]
 
 
 def test_cli_layout_prints_and_fails_in_one_line():

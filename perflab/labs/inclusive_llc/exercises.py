@@ -4,18 +4,23 @@ Predictions about the described machine are checked against the simulator
 run on that machine's geometry (scaled down: fewer sets, the same ways).
 The learner's reading of their own measurement is checked against a fresh
 one: if the fresh run cannot decide, the grade is inconclusive, not failed.
+What five runs per arm can decide (llc-five-runs) is checked on arm sizes
+and levels drawn anew for every grading.
 """
 
 from __future__ import annotations
 
+import random
+
 from ... import cpuid
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Check
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading.answers import function_check
 from ...grading.live import busy_check, watched
 from ...grading.numbers import shown
 from ...lock import measurement_lock
 from ...probe import Fact, Machine
 from .. import CannotShow
-from . import cachesim
+from . import cachesim, recorded
 from .run import FRACTIONS, LAB, Settings, judge_sweep, sweep
 
 PREDICT_FRACTIONS = (0.5, 0.75, 0.9, 0.95, 1.0, 1.5)
@@ -149,3 +154,31 @@ def noisy_neighbour(ns: dict) -> list[Check]:
                             "back-invalidation" if evicts else "none", ns.get(key),
                             f"{'back-invalidation' if evicts else 'none'} (choose from {RISKS})"))
     return checks
+
+
+# --- the source's five runs per arm ----------------------------------------------------------------------
+
+def fewest_runs(alpha: float) -> int:
+    """The fewest runs per arm, the same in both, with which the lab's Mann-Whitney test can give p below alpha."""
+    runs = 1
+    while recorded.p_floor(runs, runs) >= alpha:
+        runs += 1
+    return runs
+
+
+def fresh_arm_sizes() -> list[list]:
+    rng = random.Random()
+    return [[5, 5], *([rng.randint(2, 20), rng.randint(2, 20)] for _ in range(4))]
+
+
+def fresh_levels() -> list[list]:
+    """The lab's 5%, one look of its race, and levels from 0.1% to 5% drawn anew."""
+    rng = random.Random()
+    return [[0.05], [recorded.race_alpha()], *([10 ** rng.uniform(-3, -1.3)] for _ in range(3))]
+
+
+@calls(my_p_floor=fresh_arm_sizes, my_fewest_runs=fresh_levels)
+def five_runs(ns: Answers) -> list[Check]:
+    return [function_check(ns, "my_p_floor", recorded.p_floor, 1e-6),
+            function_check(ns, "my_fewest_runs", fewest_runs, 0,
+                           also_refused=("perflab.labs.inclusive_llc.recorded.p_floor",))]

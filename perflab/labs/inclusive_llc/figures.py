@@ -1,13 +1,18 @@
-"""Lab 2's pictures and panels: the sweep against the prediction, the timeline, the cache simulator."""
+"""Lab 2's pictures and panels: the sweep against the prediction, the timeline, the cache simulator, the source's
+runs replayed."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ... import stats
-from ...verdict import Verdict
-from . import cachesim
+from matplotlib.figure import Figure
+
+from ... import inline, stats
+from ...verdict import COLOURS, Verdict
+from . import cachesim, recorded
 from .run import ALONE, label
+
+inline.enable()
 
 
 def sweep_figure(result: dict[str, Any]):
@@ -65,11 +70,39 @@ def simulator_figure(geometry: cachesim.Geometry = cachesim.SCALED, fractions=No
     return figure
 
 
+def source_figure() -> Figure:
+    """The source's runs: the victim's bogo ops/s alone and beside the aggressor, on each machine, with the verdict
+    the lab's rule gives them."""
+    judged = recorded.replay()
+    figure = Figure(figsize=(10, 3.8))
+    for ax, (name, found) in zip(figure.subplots(1, len(judged)), judged.items()):
+        machine = found["machine"]
+        setups = {"alone": machine["alone"],
+                  f"beside read64\n({machine['aggressor_bytes']})": machine["beside_aggressor"]}
+        for x, rates in enumerate(setups.values()):
+            colour = COLOURS[found["verdict"]] if x else "#6e7781"
+            ax.scatter([x + 0.06 * (i - (len(rates) - 1) / 2) for i in range(len(rates))], [r / 1e3 for r in rates],
+                       color=colour, s=24, zorder=2)
+            ax.hlines(stats.median(rates) / 1e3, x - 0.3, x + 0.3, color="black", linewidth=1,
+                      label="median" if x == 0 else None)
+        ax.set_xticks(range(len(setups)), list(setups))
+        ax.set_xlim(-0.7, len(setups) - 0.3)
+        ax.set_ylabel("victim: thousand bogo ops/s")
+        ax.set_title(f"{name} ({machine['cpu']}), {machine['llc']} LLC:\n{found['verdict']}, time per op "
+                     f"{found['effect'].value:+.1%}", fontsize=9)
+        ax.legend(fontsize=8, loc="center")
+        ax.grid(axis="y", alpha=0.3)
+    figure.suptitle("Recorded by the source, not measured here: stress-ng's victim, five runs per setup", fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
 def figures(verdict: Verdict) -> list[tuple[str, Any]]:
-    """The sweep and the timeline; the simulator where nothing was measured."""
+    """The sweep and the timeline; where nothing was measured, the simulator and the source's runs."""
     result = verdict.result
     if result is None:
-        return [("Simulator: what an inclusive LLC would do", simulator_figure())]
+        return [("Simulator: what an inclusive LLC would do", simulator_figure()),
+                ("The source's runs, replayed", source_figure())]
     return [("Victim's time per access against the aggressor's buffer size", sweep_figure(result)),
             ("One victim run: alone, beside the largest aggressor, alone again", timeline_figure(result["timeline"]))]
 

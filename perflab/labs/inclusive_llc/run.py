@@ -22,6 +22,8 @@ ALONE = "alone"
 # The smallest slowdown worth calling an effect: the seed's Haswell victim lost about 3%.
 MIN_EFFECT = 0.02
 ROUNDS_PER_LOOK = 4  # rounds (each: the victim alone and beside every size) between two looks at the verdict
+# Where a machine that cannot show the effect is pointed: the source's own runs (recorded.py).
+REPLAYED = "the notebook's section 5, the chapter's 'The source's runs, replayed'"
 
 
 @dataclass(frozen=True)
@@ -212,8 +214,9 @@ class InclusiveLLC(Lab):
     EMULATED = "an emulated CPU has no caches, so nothing can be evicted"
     IN_A_VM = ("in a VM the LLC's size and inclusion are what the hypervisor reports, and other guests share the "
                "real LLC: a surprise here may be the host's doing")
-    CANNOT_SHOW = ("The simulator in the notebook shows the mechanism on any machine; a multi-core machine "
-                   "(bare metal, or a KVM guest on one) can measure it")
+    CANNOT_SHOW = ("The simulator in the notebook shows the mechanism on any machine, and the source's runs on an "
+                   f"inclusive Haswell show the effect ({REPLAYED}); a multi-core machine (bare metal, or a KVM guest "
+                   "on one) can measure it")
     # The victim chases pointers, so an access waits for an L1 hit at best: 3+ cycles on any core, and no core
     # clocks above ~6 GHz. The aggressor is one core streaming: at most three 64-byte loads a cycle.
     BOUNDS = (Bound("time per access (ns)", 0.4, NO_LIMIT, "a dependent load waits at least an L1 hit, about "
@@ -277,7 +280,8 @@ class InclusiveLLC(Lab):
         if verdict == "inconclusive":
             reason = f"{effect.text()}; {raced.undecided()}"
         shown = f"{outcome(result['prediction']['expected'], verdict)}; {reason}"
-        return Verdict(self.name, verdict, shown, effect, notes=measured_notes(result) + raced.notes)
+        replayed = [] if verdict == "reproduced" else [f"what an inclusive LLC did to the source's victim: {REPLAYED}"]
+        return Verdict(self.name, verdict, shown, effect, notes=measured_notes(result) + raced.notes + replayed)
 
 
 LAB = InclusiveLLC()

@@ -19,7 +19,7 @@ from ... import processes, results, stats
 from ...errors import PerflabError
 from ...lock import measurement_lock
 from ...text import table
-from ...verdict import judge_change
+from ...verdict import Effect, judge_change
 from .run import ALONE, LAB, MIN_EFFECT, label, slowdown_text
 
 BOGO_RATE = re.compile(r"bogo-ops-per-second-real-time:\s*([0-9.eE+-]+)")
@@ -81,9 +81,7 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
             company = (ALONE, WITH_AGGRESSOR)[r % 2]
             rates[company].append(_victim_rate(pair.victim_cpu, None if company == ALONE else pair.aggressor_cpu,
                                                pair.llc_bytes, settings.stress_seconds, Path(folder) / "victim.yaml"))
-    per_op = seconds_per_op(rates)
-    verdict, reason, effect = judge_change("stress-ng victim's time per bogo op, beside the aggressor vs alone",
-                                           per_op[ALONE], per_op[WITH_AGGRESSOR], MIN_EFFECT, statistic=stats.median)
+    verdict, reason, effect = judge_rates(rates, "stress-ng victim's time per bogo op, beside the aggressor vs alone")
     result = results.new_result(LAB.name, "stress-ng", machine.summary(), {
         "victim_cpu": pair.victim_cpu, "aggressor_cpu": pair.aggressor_cpu, "llc_bytes": pair.llc_bytes,
         "commands": [stress_ng_argv("flip", pair.victim_cpu, VICTIM_BYTES, settings.stress_seconds),
@@ -97,6 +95,15 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
 def seconds_per_op(rates: dict[str, list[float]]) -> dict[str, list[float]]:
     """Bogo ops per second -> seconds per op: higher is slower, like the lab's ns per access."""
     return {k: [1 / v for v in values] for k, values in rates.items()}
+
+
+# ANCHOR: judge_rates
+def judge_rates(rates: dict[str, list[float]], name: str) -> tuple[str, str, Effect]:
+    """The victim's bogo ops/s alone and beside the aggressor, judged as the lab judges its own victim: its time
+    per op (median) beside the aggressor at least MIN_EFFECT above alone, significantly."""
+    per_op = seconds_per_op(rates)
+    return judge_change(name, per_op[ALONE], per_op[WITH_AGGRESSOR], MIN_EFFECT, statistic=stats.median)
+# ANCHOR_END: judge_rates
 
 
 def side_by_side_table(lab_result: dict[str, Any], stress_result: dict[str, Any]) -> str:

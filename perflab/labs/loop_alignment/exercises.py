@@ -1,25 +1,30 @@
-"""The loop-alignment exercise: a slow build to fix with layout flags only, and its checks.
+"""The loop-alignment exercises: a slow build to fix with layout flags only, and the seed's talk read as
+evidence; their checks.
 
 The slow build is rebuilt here, the learner's claims are checked against its
 disassembly, and the learner's fix is raced against it until decided,
 together with a known fix and a known wrong fix (perflab.grading.races): if
 the known fix is not faster either, or the wrong one is faster too, this run
-cannot grade the fix and the grade is inconclusive, not failed.
+cannot grade the fix and the grade is inconclusive, not failed. The talk's
+numbers are recorded, so its checks recompute them from the data set and
+call the learner's function on shares drawn anew for every grading.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
 from ... import stats
 from ...errors import PerflabError
-from ...grading import FAILED, PASSED, Check
+from ...grading import FAILED, PASSED, Answers, Check, calls
+from ...grading.answers import close, function_check
 from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...paths import REPO_ROOT, RUN_BUILD_DIR
 from ...sequential import Plan
-from . import layout
+from . import layout, recorded
 from .builds import Variant, build_variant, function_loop, measure_builds
 from .run import LAB, MIN_EFFECT, SOURCE_DIR
 
@@ -188,3 +193,46 @@ def _race(slow: Variant, slow_binary: Path, fixed_binary: Path) -> Check:
         [cpu],
         statistic=stats.harmonic_mean,
     )
+
+
+# --- the seed's talk, read as evidence ---------------------------------------------------------------------
+
+def alignment_drop() -> tuple[float, float]:
+    """How many points of slots the front-end-bound share fell by when only the loop's alignment changed: (least,
+    most), over the range the talk gives."""
+    talk = recorded.builds()
+    (slow_low, slow_high), (aligned_low, aligned_high) = (talk[name]["front_end_bound_percent"]
+                                                          for name in (recorded.SLOW_BUILD, recorded.ALIGNED_BUILD))
+    return slow_low - aligned_high, slow_high - aligned_low
+
+
+def _spans() -> dict[str, tuple[float, float]]:
+    """The lowest and the highest share the talk saw with each layout."""
+    spans: dict[str, tuple[float, float]] = {}
+    for build in recorded.builds().values():
+        low, high = build["front_end_bound_percent"]
+        seen = spans.get(build["layout"], (low, high))
+        spans[build["layout"]] = (min(seen[0], low), max(seen[1], high))
+    return spans
+
+
+def loop_crosses(front_end_bound_percent: float) -> bool:
+    """Does a share the talk saw belong to a build whose loop crosses a line? Its crossing build's range starts
+    above every share it saw with the loop in one line."""
+    return front_end_bound_percent >= _spans()["crosses"][0]
+
+
+def fresh_shares() -> list[list]:
+    """Each layout's lowest and highest share, and shares drawn anew between them."""
+    rng = random.Random()
+    spans = _spans().values()
+    return [[end] for span in spans for end in span] + [[round(rng.uniform(*span), 1)] for span in spans]
+
+
+@calls(my_loop_crosses=fresh_shares)
+def talk_numbers(ns: Answers) -> list[Check]:
+    expected, got = alignment_drop(), ns.get("ALIGNMENT_DROP")
+    same = isinstance(got, (tuple, list)) and len(got) == 2 and all(close(g, e) for g, e in zip(got, expected))
+    return [Check("how far the front-end-bound share fell when only the alignment changed (least, most), in points",
+                  PASSED if same else FAILED, shown(expected), shown(got)),
+            function_check(ns, "my_loop_crosses", loop_crosses, 0)]

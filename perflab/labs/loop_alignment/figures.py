@@ -1,15 +1,19 @@
-"""Lab 6's pictures and panels: the sweep with its boundaries, a loop's bytes on 64-byte lines, a build panel."""
+"""Lab 6's pictures and panels: the sweep with its boundaries, a loop's bytes on 64-byte lines, a build panel, the
+seed's talk replayed."""
 
 from __future__ import annotations
 
 import shutil
 from typing import Any
 
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
 from ... import stats
 from ...plots import distributions
 from ...sequential import Race
 from ...verdict import Verdict
-from . import layout
+from . import layout, recorded
 from .builds import SEED_BASELINE, SEED_BUILD_DIR, SEED_SOURCE, Variant, build_variant, function_loop, measure_builds
 from .run import LAB, samples_by_offset
 
@@ -92,11 +96,45 @@ def layout_figure(loop_description: dict[str, Any]):
     return figure
 
 
+LAYOUT_COLOURS = {"crosses": "#d62728", "aligned": "#1f77b4"}
+
+
+def talk_figure() -> Figure:
+    """The talk's numbers: one time per build, and VTune's front-end-bound share of each, coloured by layout."""
+    found = recorded.replay()
+    figure = Figure(figsize=(10, 3.6))
+    times, shares = figure.subplots(1, 2, gridspec_kw={"width_ratios": [2, 3]})
+    timed = list(found["seconds"])
+    times.bar(timed, [found["seconds"][n] for n in timed], color=[LAYOUT_COLOURS[found["layouts"][n]] for n in timed])
+    for x, name in enumerate(timed):
+        times.annotate(f"{found['seconds'][name]} s", (x, found["seconds"][name]), ha="center", va="bottom", fontsize=8)
+    times.set_ylim(0, 1.15 * max(found["seconds"].values()))
+    times.set_ylabel("the loop's time, s")
+    times.set_title(f"x{found['ratio']:.2f}, from one run of each: no interval", fontsize=9)
+    names = list(found["front_end_bound"])
+    for x, name in enumerate(names):
+        low, high = found["front_end_bound"][name]
+        colour = LAYOUT_COLOURS[found["layouts"][name]]
+        shares.bar(x, low, color=colour)
+        shares.bar(x, high - low, bottom=low, color=colour, alpha=0.4)  # the range the talk gives, if any
+        shares.annotate(recorded.share_text(low, high), (x, high), ha="center", va="bottom", fontsize=8)
+    shares.set_xticks(range(len(names)), [n.replace(", ", ",\n") for n in names])
+    shares.set_ylim(0, 1.5 * max(high for _, high in found["front_end_bound"].values()))
+    shares.set_ylabel("front-end-bound slots, % (VTune)")
+    shares.legend([Patch(color=c) for c in LAYOUT_COLOURS.values()],
+                  [recorded.load()["layouts"][layout_name] for layout_name in LAYOUT_COLOURS], fontsize=8,
+                  loc="upper right")
+    figure.suptitle("Recorded in the seed's talk, not measured here", fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
 def figures(verdict: Verdict) -> list[tuple[str, Any]]:
-    """The sweep, the fresh slowest-vs-fastest race, and both loops' byte layouts."""
+    """The sweep, the fresh slowest-vs-fastest race, and both loops' byte layouts; where nothing was measured, the
+    seed's talk replayed."""
     result = verdict.result
     if result is None:
-        return []
+        return [("The seed's talk, replayed", talk_figure())]
     check = result["confirmation"]
     fast, slow = check["fastest"], check["slowest"]
     raced = Race.from_json(check["race"])

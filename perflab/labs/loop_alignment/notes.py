@@ -1,8 +1,12 @@
-"""The words of lab 6's notes: offsets as ranges, and what a PMU would add to the timing."""
+"""The words of lab 6's notes: offsets as ranges, what a PMU would add to the timing, where the seed's numbers are."""
 
 from __future__ import annotations
 
 from ...probe import Machine
+
+# Where a run that did not show the effect points: the seed's talk, replayed (recorded.py).
+REPLAYED = ("what a front end that does not hide the boundary did to the seed's loop: the notebook's section 6, the "
+            "chapter's 'The seed's numbers, replayed'")
 
 
 def offset_ranges(offsets: list[int]) -> str:

@@ -18,7 +18,7 @@ from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import ALPHA, Verdict, judge_change
 from .. import Lab, one_cpu
 from . import layout
-from .notes import offset_ranges, pmu_note
+from .notes import REPLAYED, offset_ranges, pmu_note
 
 SOURCE_DIR = "labs/06-loop-alignment"
 LOOPS = ("alu", "call")
@@ -277,6 +277,7 @@ class LoopAlignment(Lab):
                                       if machine.value("virtualization") else ""))
         else:
             reason = f"{ratio}; {raced.undecided()}"
+        notes += [] if verdict == "reproduced" else [REPLAYED]
         return Verdict(self.name, verdict, reason, effect, notes=notes)
 
 
