@@ -90,7 +90,7 @@ def _named(args: argparse.Namespace) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ..text import table
+    from ..formatting import table
     from ..vm import image, machine
 
     rows = machine.status()

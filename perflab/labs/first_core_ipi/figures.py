@@ -7,14 +7,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ... import inline, stats
+from ... import stats
 from ...plots import distributions
 from ...verdict import Verdict
 from . import noise, oslat, recorded
 from .completions import MODES, plan_from_json, predicted_cpu
 from .run import OPERATIONS, ROWS, gaps_per_op, per_op
-
-inline.enable()
 
 SHARED_COLOUR, SEPARATE_COLOUR = "#d62728", "#1f77b4"
 
