@@ -55,7 +55,10 @@ class BlockPlan:
 
 @dataclass(frozen=True)
 class Skipped:
-    """Why part 2 cannot run here. Saved in a result as {"skipped": reason}."""
+    """Why part 2 cannot run here. Saved in a result as {"skipped": reason}.
+
+    A type of its own, not a field of BlockPlan: a skipped plan has no disk or CPU that code could read by mistake,
+    and every use says which of the two it holds (isinstance)."""
 
     reason: str
 
