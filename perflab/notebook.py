@@ -51,9 +51,10 @@ def show_figure(figure) -> None:
     plt.close(figure)
 
 
-def action_button(description: str, action: Callable[[], None]) -> tuple[widgets.Button, widgets.Output]:
+def action_button(description: str, action: Callable[[], None],
+                  icon: str = "play") -> tuple[widgets.Button, widgets.Output]:
     """A button that runs `action` into its own output area: disabled while it runs, errors in one line."""
-    button = widgets.Button(description=description, button_style="primary", icon="play",
+    button = widgets.Button(description=description, button_style="primary", icon=icon,
                             layout=widgets.Layout(width="auto"))
     output = widgets.Output()
 
