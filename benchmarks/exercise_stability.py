@@ -49,12 +49,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from perflab.formatting import table  # noqa: E402
 from perflab.labs import find  # noqa: E402
 from perflab.manifest.exercises import load_manifest  # noqa: E402
 from perflab.paths import results_dir  # noqa: E402
 from perflab.probe import probe  # noqa: E402
 from perflab.results import write_atomic  # noqa: E402
-from perflab.text import table  # noqa: E402
 
 TARGET_PASSES = 9  # of 10
 # The verdicts of the quiet table: "yes" (9 passes in 10 at least), "cannot show here" (never passed, and every

@@ -45,11 +45,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from perflab.formatting import table  # noqa: E402
 from perflab.labs import available, find  # noqa: E402
 from perflab.paths import results_dir  # noqa: E402
 from perflab.probe import probe  # noqa: E402
 from perflab.results import write_atomic  # noqa: E402
-from perflab.text import table  # noqa: E402
 
 TARGET_SHARE, TARGET_SECONDS = 0.9, 60
 NEIGHBOUR_LOAD = 30  # percent of one CPU

@@ -14,8 +14,8 @@ import ipywidgets as widgets
 from IPython.display import HTML, display
 
 from .errors import PerflabError
+from .formatting import inline_html
 from .probe import Machine
-from .text import inline_html
 from .verdict import COLOURS, Verdict
 
 if TYPE_CHECKING:  # the notebooks hand in their lab; the core imports none
@@ -51,9 +51,10 @@ def show_figure(figure) -> None:
     plt.close(figure)
 
 
-def action_button(description: str, action: Callable[[], None]) -> tuple[widgets.Button, widgets.Output]:
+def action_button(description: str, action: Callable[[], None],
+                  icon: str = "play") -> tuple[widgets.Button, widgets.Output]:
     """A button that runs `action` into its own output area: disabled while it runs, errors in one line."""
-    button = widgets.Button(description=description, button_style="primary", icon="play",
+    button = widgets.Button(description=description, button_style="primary", icon=icon,
                             layout=widgets.Layout(width="auto"))
     output = widgets.Output()
 

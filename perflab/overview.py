@@ -9,11 +9,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .formatting import table
 from .grading import progress
 from .manifest.exercises import load_manifest
 from .manifest.labs import labs
 from .results import last_verdict
-from .text import table
 from .workspace import lab_notebook
 
 

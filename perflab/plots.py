@@ -1,4 +1,7 @@
-"""Plots shared by the labs. Each function returns a matplotlib Figure and never calls show()."""
+"""Plots shared by the labs. Each function returns a matplotlib Figure and never calls show().
+
+Importing this module makes a bare Figure show as a picture in Jupyter (perflab.jupyter_figures), for the labs'
+figures too: those that build Figures without pyplot import their plots from here."""
 
 from __future__ import annotations
 
@@ -6,9 +9,9 @@ from typing import Sequence
 
 from matplotlib.figure import Figure
 
-from . import inline, stats
+from . import jupyter_figures, stats
 
-inline.enable()
+jupyter_figures.enable()
 
 
 def distributions(

@@ -9,10 +9,10 @@ import io
 from pathlib import Path
 
 from .errors import PerflabError
+from .formatting import inline_html
 from .manifest.labs import available, find, labs
 from .paths import results_dir
 from .results import write_atomic
-from .text import inline_html
 from .verdict import COLOURS, Verdict
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import itertools
 
+from .formatting import table
 from .journal import TUNE, Journal, SystemChanges, reset
 from .knobs import Knob, Turbo, governors, used_by_labs
 from .lock import measurement_lock
 from .records import end_leftovers
 from .sysfs import SysRoot, default_root
-from .text import table
 
 
 def show(root: SysRoot | None = None) -> str:

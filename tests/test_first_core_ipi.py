@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,15 @@ from perflab.errors import PerflabError
 from perflab.knobs import RqAffinity, TracefsMount
 from perflab.labs.first_core_ipi import LAB, figures, noise, oslat, recorded, tracepoints
 from perflab.labs.first_core_ipi.blockdev import scratch_disk
-from perflab.labs.first_core_ipi.completions import block_plan, forced_irq_threads, judge_block, predicted_cpu
+from perflab.labs.first_core_ipi.completions import (
+    BlockPlan,
+    Skipped,
+    block_plan,
+    forced_irq_threads,
+    judge_block,
+    plan_from_json,
+    predicted_cpu,
+)
 from perflab.labs.first_core_ipi.procstat import parse_table, read_table
 from perflab.probe import Fact, Machine
 from perflab.sysfs import SysRoot, default_root
@@ -32,6 +41,8 @@ from perflab.vm.profiles import SCRATCH_SERIAL, TCG_SINGLE_THREAD
 CAPTURES = REPO / "tests" / "fixtures" / "proc"
 OSNOISE = REPO / "tests" / "fixtures" / "osnoise"  # traces from the wide VM's RT kernel, CPU 7 taking disk interrupt 34
 OSLAT = REPO / "tests" / "fixtures" / "oslat"  # oslat --json: this KVM guest's CPU 1 (vda's interrupt), and wide's
+SAVED = REPO / "tests" / "fixtures" / "first-core-ipi"  # results saved by `perflab run first-core-ipi`
+VDA = BlockPlan(disk="vda", read_path="/dev/vda", queues=1, irq=36, irq_cpu=1, submitter=0, shares_llc=True)
 
 
 # ---------------------------------------------------------------- the parsers
@@ -88,7 +99,7 @@ def test_a_difference_needs_the_same_cpus_and_bad_text_is_one_clear_error():
     ("0", True, "irq"), ("0", False, "irq"), ("1", True, "irq"), ("1", False, "reader"),
     ("2", True, "reader"), ("2", False, "reader")])
 def test_where_blk_mq_completes(mode, shares_llc, expected):
-    plan = {"irq_cpu": 1, "submitter": 0, "shares_llc": shares_llc}
+    plan = replace(VDA, shares_llc=shares_llc)
     assert predicted_cpu(mode, plan) == {"irq": 1, "reader": 0}[expected]
 
 
@@ -120,16 +131,52 @@ def test_a_kernel_that_threads_every_interrupt_skips_the_sweep(tmp_path, realtim
     found = forced_irq_threads(SysRoot(tmp_path))
     assert found is None if reason is None else reason in found
     if reason:
-        assert "blk_mq_complete_need_ipi" in block_plan(LAB.probe(), SysRoot(tmp_path))["skipped"]
+        assert "blk_mq_complete_need_ipi" in block_plan(LAB.probe(), SysRoot(tmp_path)).reason
 
 
 def test_the_block_judge_accepts_the_prediction_and_nothing_else():
-    plan = {"disk": "vda", "irq": 36, "irq_cpu": 1, "submitter": 0, "shares_llc": True}
+    plan = VDA
     as_predicted, _ = judge_block(plan, _sweep({"0": 1, "1": 1, "2": 0}))
     assert as_predicted
     first_cpu_policy, notes = judge_block(plan, _sweep({"0": 1, "1": 0, "2": 0}))  # mode 1 sent to the submitter
     assert not first_cpu_policy
     assert "rq_affinity=1: 0% of the BLOCK softirqs on CPU 1" in notes[1]
+
+
+def saved_run() -> dict:
+    """A quick run on this 2-vCPU KVM guest (2026-11-25), saved while the plan was a dict; without its verdict,
+    its provenance and the neighbours it ran beside, so that the judge alone speaks."""
+    return json.loads((SAVED / "kvm-2cpus-quick-run.json").read_text())
+
+
+def test_a_result_saved_before_the_plan_was_a_dataclass_still_judges_and_draws():
+    saved = saved_run()
+    plan = plan_from_json(saved["block"]["plan"])
+    assert plan == BlockPlan("vda", "/work/wt/core/build/03-first-core-ipi/scratch.bin", 1, 36, 1, 0, True)
+    assert plan.to_json() == saved["block"]["plan"], "a run saves the plan in the keys it always had"
+    verdict = LAB.verdict_of(Machine({}), saved)
+    assert verdict.verdict == "reproduced"
+    assert verdict.reason.endswith("; block completions landed where rq_affinity sends them")
+    assert ("block completions on vda: its interrupt 36 arrives on CPU 1, reads from CPU 0 (sharing a last-level "
+            "cache)") in verdict.notes
+    verdict.result = saved
+    assert "Where block completions ran, per rq_affinity mode" in [title for title, _ in LAB.figures(verdict)]
+
+
+def test_a_saved_result_whose_part_2_was_skipped_still_judges_and_draws():
+    saved, reason = saved_run(), "vda has 8 hardware queues: a multi-queue disk completes each request"
+    saved["block"] = {"plan": {"skipped": reason}, "samples": []}  # as a run saves it where part 2 cannot run
+    counted = saved["tracepoints"]["runs"]
+    saved["tracepoints"]["runs"] = [run for run in counted if not run["workload"].startswith("read")]  # nor a read
+    assert plan_from_json(saved["block"]["plan"]) == Skipped(reason)
+    assert Skipped(reason).to_json() == saved["block"]["plan"]
+    verdict = LAB.verdict_of(Machine({}), saved)
+    assert verdict.verdict == "reproduced" and "block completions" not in verdict.reason
+    assert f"block completions (part 2) not measured: {reason}" in verdict.notes
+    verdict.result = saved
+    titles = [title for title, _ in LAB.figures(verdict)]
+    assert titles[0] == "Interrupts on the bystander per aggressor operation"
+    assert "Where block completions ran, per rq_affinity mode" not in titles
 
 
 def test_the_original_case_ratio_is_an_interval_around_the_median_core():
@@ -145,7 +192,7 @@ def test_the_original_case_ratio_is_an_interval_around_the_median_core():
 def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
     plan = block_plan(LAB.probe(), default_root())
-    before = None if "skipped" in plan else RqAffinity(plan["disk"]).read()
+    before = None if isinstance(plan, Skipped) else RqAffinity(plan.disk).read()
     tracefs_before = TracefsMount().read()
     verdict = LAB.run(quick=True, progress=False)
     assert verdict.verdict in VERDICTS
@@ -156,7 +203,7 @@ def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path,
     assert all(victim in s["interrupts"]["CAL"] for s in result["bystander"]["samples"])
     if before is not None:
         assert {s["mode"] for s in result["block"]["samples"]} == {"0", "1", "2"}
-        assert RqAffinity(plan["disk"]).read() == before
+        assert RqAffinity(plan.disk).read() == before
     else:
         assert any("not measured" in note for note in verdict.notes)
     assert TracefsMount().read() == tracefs_before
@@ -196,7 +243,7 @@ def test_perf_names_the_ipis_a_bystander_takes_and_leaves_tracefs_as_it_was():
         pytest.skip(reason)
     tracefs_before = TracefsMount().read()
     victim, aggressor = machine.online_cpus[-1], machine.online_cpus[-2]
-    counted = tracepoints.count_workloads(victim, aggressor, 2000, 200, {"skipped": "not this test"}, machine, False)
+    counted = tracepoints.count_workloads(victim, aggressor, 2000, 200, Skipped("not this test"), machine, False)
     assert TracefsMount().read() == tracefs_before
     assert [run["workload"] for run in counted["runs"]] == [
         "munmap, shared process", "munmap, separate process", "mprotect, shared process", "membarrier, shared process"]
@@ -206,7 +253,7 @@ def test_perf_names_the_ipis_a_bystander_takes_and_leaves_tracefs_as_it_was():
         return sum(run["counts"][label][str(victim)] for label in
                    ("function-call IPIs", "single-CPU function-call IPIs"))
     assert ipis("munmap, shared process") > ipis("munmap, separate process")
-    notes = tracepoints.notes(counted, victim, {})
+    notes = tracepoints.notes(counted, victim, Skipped("not this test"))
     assert any(f"per munmap, shared process, on CPU {victim} (the victim)" in note for note in notes)
 
 
@@ -258,11 +305,11 @@ def test_the_recorded_hunt_names_the_disks_interrupt_and_what_stopped_it():
 
 
 @pytest.mark.parametrize("plan, root, vendor, cmdline, reason", [
-    ({"skipped": "vda has 8 hardware queues"}, True, "KVM", "", "it watches a disk's interrupt, and vda has 8"),
-    ({}, False, "KVM", "", "`sudo perflab run first-core-ipi`"),
-    ({}, True, "TCGTCGTCGTCG", "perflab.profile=numa2", f"the guest hung in {MTTCG_HANGS} sessions"),
-    ({}, True, "TCGTCGTCGTCG", f"perflab.profile=wide {TCG_SINGLE_THREAD}", None),
-    ({}, True, "KVM", "", None)])
+    (Skipped("vda has 8 hardware queues"), True, "KVM", "", "it watches a disk's interrupt, and vda has 8"),
+    (VDA, False, "KVM", "", "`sudo perflab run first-core-ipi`"),
+    (VDA, True, "TCGTCGTCGTCG", "perflab.profile=numa2", f"the guest hung in {MTTCG_HANGS} sessions"),
+    (VDA, True, "TCGTCGTCGTCG", f"perflab.profile=wide {TCG_SINGLE_THREAD}", None),
+    (VDA, True, "KVM", "", None)])
 def test_the_hunt_says_why_it_cannot_run(tmp_path, plan, root, vendor, cmdline, reason):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "cmdline").write_text(f"root=/dev/vda ro {cmdline}\n")
@@ -303,10 +350,10 @@ def test_oslat_counts_passes_of_two_us_or_more_per_second_and_survives_a_json_ro
 
 
 @pytest.mark.parametrize("plan, vendor, installed, reason", [
-    ({"skipped": "vda has 8 hardware queues"}, "KVM", True, "it watches a disk's interrupt, and vda has 8"),
-    ({}, "TCGTCGTCGTCG", True, "so oslat times QEMU"),
-    ({}, "KVM", False, "install Debian's rt-tests"),
-    ({}, "KVM", True, None)])
+    (Skipped("vda has 8 hardware queues"), "KVM", True, "it watches a disk's interrupt, and vda has 8"),
+    (VDA, "TCGTCGTCGTCG", True, "so oslat times QEMU"),
+    (VDA, "KVM", False, "install Debian's rt-tests"),
+    (VDA, "KVM", True, None)])
 def test_oslat_says_why_it_cannot_run(monkeypatch, plan, vendor, installed, reason):
     monkeypatch.setattr(oslat.shutil, "which", lambda tool: f"/usr/bin/{tool}" if installed else None)
     machine = Machine({"virtualization": Fact({"vendor": vendor}, "t")})
@@ -366,9 +413,9 @@ measure_block(plan, rounds=10_000, reads=200, progress=False)
 
 def test_a_kill_9_during_the_sweep_is_restored_by_the_next_run(tmp_path):
     plan = block_plan(LAB.probe(), default_root())
-    if "skipped" in plan:
-        pytest.skip(f"part 2 cannot run here: {plan['skipped']}")
-    knob = RqAffinity(plan["disk"])
+    if isinstance(plan, Skipped):
+        pytest.skip(f"part 2 cannot run here: {plan.reason}")
+    knob = RqAffinity(plan.disk)
     original = knob.read()
     sweeper = subprocess.Popen([sys.executable, "-c", SWEEP_FOREVER], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
@@ -381,7 +428,7 @@ def test_a_kill_9_during_the_sweep_is_restored_by_the_next_run(tmp_path):
         sweeper.wait(timeout=30)
         assert knob.read() != original  # nothing ran after kill -9: the change is still there...
         restored = journal.recover()  # ...until the next run (or `perflab system reset`) replays the journal
-        assert any(plan["disk"] in line for line in restored), restored
+        assert any(plan.disk in line for line in restored), restored
         assert knob.read() == original
     finally:
         if sweeper.poll() is None:
@@ -418,7 +465,7 @@ def test_part_2_in_numa2_reads_its_scratch_disk_from_the_other_socket(numa2_up):
     done = run_cli("run", "first-core-ipi", "--vm", "numa2", "--quick", "--runs", "2", "--json", timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(Path(json.loads(done.stdout)["results"]).read_text())
-    plan, samples = result["block"]["plan"], result["block"]["samples"]
-    assert plan["disk"] == "vdb" and plan["queues"] == 1 and not plan["shares_llc"], plan
-    assert predicted_cpu("1", plan) == plan["submitter"] != plan["irq_cpu"]
+    plan, samples = plan_from_json(result["block"]["plan"]), result["block"]["samples"]
+    assert plan.disk == "vdb" and plan.queues == 1 and not plan.shares_llc, plan
+    assert predicted_cpu("1", plan) == plan.submitter != plan.irq_cpu
     assert judge_block(plan, samples)[0], judge_block(plan, samples)[1]

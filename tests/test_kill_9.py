@@ -138,8 +138,8 @@ from perflab.labs.first_core_ipi.blockdev import read_path
 from perflab.labs.first_core_ipi.completions import SOURCE_DIR
 from perflab.labs.first_core_ipi.noise import Reader
 from perflab.sysfs import default_root
-plan = {"submitter": 0, "read_path": str(read_path(default_root()))}
-with tempfile.TemporaryDirectory() as folder, Reader(ensure_built(SOURCE_DIR, "blockread"), plan, folder) as reader:
+path = str(read_path(default_root()))
+with tempfile.TemporaryDirectory() as folder, Reader(ensure_built(SOURCE_DIR, "blockread"), 0, path, folder) as reader:
     print(reader.process.pid, flush=True)
     time.sleep(300)
 """

@@ -335,7 +335,7 @@ def test_invalid_input_raises_perflab_error(call, message):
 
 
 def test_a_measured_value_is_shown_with_its_spread():
-    from perflab.text import median_with_spread
+    from perflab.formatting import median_with_spread
 
     runs = [49.1, 52.3, 92.0, 55.5, 60.2]
     assert median_with_spread(runs, "ns", counted="runs") == "55.5 ns (median of 5 runs; range 49.1 to 92.0)"

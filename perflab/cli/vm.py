@@ -33,6 +33,18 @@ def add_commands(commands) -> None:
     p.add_argument("--force", action="store_true", help="rebuild even if the image for this recipe is cached")
     p.set_defaults(func=cmd_build)
 
+    _add_verbs_on_one_vm(verbs)
+
+    p = verbs.add_parser(
+        "box", help="make a Vagrant box of the guest image",
+        description="Write a Vagrant box of the guest image (building the image first if needed) to "
+                    ".cache/vm/vagrant/, for vm/Vagrantfile, and say how to add it.",
+        examples=("perflab vm box   # then see vm/Vagrantfile",))
+    p.set_defaults(func=cmd_box)
+
+
+def _add_verbs_on_one_vm(verbs) -> None:
+    """up, run, shell, down: each names a profile's VM."""
     p = verbs.add_parser(
         "up", help="boot a profile's VM and leave it running",
         description="Boot the profile's VM in the background (KVM where this machine allows it, else QEMU's TCG, "
@@ -68,13 +80,6 @@ def add_commands(commands) -> None:
     _profile(p)
     p.set_defaults(func=cmd_down)
 
-    p = verbs.add_parser(
-        "box", help="make a Vagrant box of the guest image",
-        description="Write a Vagrant box of the guest image (building the image first if needed) to "
-                    ".cache/vm/vagrant/, for vm/Vagrantfile, and say how to add it.",
-        examples=("perflab vm box   # then see vm/Vagrantfile",))
-    p.set_defaults(func=cmd_box)
-
 
 def _profile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", metavar="PROFILE", help="a profile: the name of a file vm/PROFILE.toml")
@@ -90,7 +95,7 @@ def _named(args: argparse.Namespace) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ..text import table
+    from ..formatting import table
     from ..vm import image, machine
 
     rows = machine.status()

@@ -175,22 +175,15 @@ def check_button(name: str):
     within the exercise's budget."""
     import ipywidgets as widgets
 
-    button = widgets.Button(description=f"Check {name}", button_style="primary", icon="check",
-                            layout=widgets.Layout(width="auto"))
-    output = widgets.Output()
+    from ..notebook import action_button
 
-    def on_click(_):
-        output.clear_output()
-        button.disabled = True
-        with output:
-            saved = this_notebook(name)
-            print(f"grading {saved.name} as saved at {dt.datetime.fromtimestamp(saved.stat().st_mtime):%H:%M:%S} "
-                  "(save first: Ctrl-S), from the top, in a fresh kernel...", flush=True)
-            budget = load_manifest().find(name).budget_s
-            done = subprocess.run([sys.executable, "-m", "perflab", "grade", name, "--notebook", str(saved),
-                                   "--timeout", f"{budget:g}"], capture_output=True, text=True)
-            print(done.stdout or done.stderr)
-        button.disabled = False
+    def grade_saved() -> None:
+        saved = this_notebook(name)
+        print(f"grading {saved.name} as saved at {dt.datetime.fromtimestamp(saved.stat().st_mtime):%H:%M:%S} "
+              "(save first: Ctrl-S), from the top, in a fresh kernel...", flush=True)
+        budget = load_manifest().find(name).budget_s
+        done = subprocess.run([sys.executable, "-m", "perflab", "grade", name, "--notebook", str(saved),
+                               "--timeout", f"{budget:g}"], capture_output=True, text=True)
+        print(done.stdout or done.stderr)
 
-    button.on_click(on_click)
-    return widgets.VBox([button, output])
+    return widgets.VBox(action_button(f"Check {name}", grade_saved, icon="check"))

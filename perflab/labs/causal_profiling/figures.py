@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import text
+from ... import formatting
 from ...verdict import Verdict
 from . import coz
 from .profilers import FUNCTIONS, function_at
@@ -116,6 +116,6 @@ def table_text(rows: list[dict[str, Any]]) -> str:
         return "no experiments near 50%" if v is None else f"{v['value']:+.1%} ({v['low']:+.1%} to {v['high']:+.1%})"
 
     header = [("pointed to by", "function (line)", "coz predicted", "measured", "held?")]
-    return text.table(header + [(r["pick"], f"{r['function']} (commit.c:{r['line']})", interval(r["predicted"]),
+    return formatting.table(header + [(r["pick"], f"{r['function']} (commit.c:{r['line']})", interval(r["predicted"]),
                                   interval(r["actual"]), {True: "yes", False: "no", None: "-"}[r["held"]])
                                  for r in rows])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import text
+from ... import formatting
 from ...errors import PerflabError
 from . import coz
 
@@ -36,4 +36,4 @@ def describe(profile: coz.Profile, top: int = 5) -> str:
         rows.append((coz.short_location(left[0]), f"{left[1] / total:.0%}" if left[0] else "",
                      coz.short_location(right[0]), f"{right[1]:+.1%}" if right[1] is not None else ""))
     return (f"{profile.runs} run(s), {len(profile.experiments)} experiments, progress point {point}\n"
-            + text.table(rows) + "".join(f"\nwarning: {w}" for w in profile.warnings))
+            + formatting.table(rows) + "".join(f"\nwarning: {w}" for w in profile.warnings))

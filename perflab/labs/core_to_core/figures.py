@@ -8,14 +8,12 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from ... import inline, stats
+from ... import stats
 from ...plots import distributions
 from ...verdict import Verdict
 from .advisor import analyze
 from .matrix import LatencyMatrix, from_result, load
 from .run import RECORDED_EXAMPLE
-
-inline.enable()
 
 MAX_TICKS = 32
 MAX_PAIRS_DRAWN = 6  # more pairs than this: too many rows to draw each pair's samples round by round

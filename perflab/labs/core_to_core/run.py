@@ -11,12 +11,12 @@ from ... import results, stats
 from ...bounds import NO_LIMIT, Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus, format_cpulist
+from ...formatting import median_with_spread
 from ...lock import measurement_lock
 from ...paths import DATA_DIR, REPO_ROOT
 from ...probe import Machine
 from ...runner import Config, Run, interleave, run_once
 from ...sequential import DECIDED, Plan, Race, race
-from ...text import median_with_spread
 from ...verdict import Verdict, judge_change
 from .. import CannotShow, Lab
 from .advisor import analyze

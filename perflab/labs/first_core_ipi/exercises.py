@@ -27,7 +27,7 @@ from ...probe import Machine
 from ...sequential import Race
 from ...sysfs import default_root
 from . import recorded
-from .completions import MODES, SOURCE_DIR, block_plan, block_run
+from .completions import MODES, SOURCE_DIR, BlockPlan, Skipped, block_plan, block_run
 from .run import LAB, MIN_PER_OP, OPERATIONS, ROWS, decide_rows, measure_bystander
 
 # Grading the rows: the lab's quick race, until every operation's every row is decided.
@@ -95,23 +95,20 @@ def predict_rows(ns: Answers) -> list[Check]:
 
 # ---------------------------------------------------------------- keep a CPU quiet
 
-def quiet_setup(machine: Machine | None = None) -> dict[str, Any]:
-    """The disk, its interrupt, the latency-critical CPU (where the interrupt arrives now) and the reading CPU."""
-    machine = machine or LAB.probe()
-    plan = block_plan(machine, default_root())
-    if "skipped" in plan:
-        return plan
-    return {**plan, "latency_cpu": plan["irq_cpu"], "reader": plan["submitter"]}
+def quiet_setup(machine: Machine | None = None) -> BlockPlan | Skipped:
+    """The disk, its interrupt, the latency-critical CPU (irq_cpu: where the interrupt arrives now) and the reading
+    CPU (submitter); or why this machine cannot measure them."""
+    return block_plan(machine or LAB.probe(), default_root())
 
 
-def noise_on(setup: dict[str, Any], rq_affinity: str, irq_cpus: list[int] | None) -> dict[str, int]:
+def noise_on(setup: BlockPlan, rq_affinity: str, irq_cpus: list[int] | None) -> dict[str, int]:
     """BLOCK softirqs and CAL on the latency-critical CPU per 1,000 reads, with these settings (then restored)."""
-    cpu = str(setup["latency_cpu"])
+    cpu = str(setup.irq_cpu)
     with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-quiet-") as folder:
         if irq_cpus is not None:
-            changes.set(IrqAffinity(str(setup["irq"])), format_cpulist(irq_cpus))
-        changes.set(RqAffinity(setup["disk"]), rq_affinity)
-        sample = block_run(ensure_built(SOURCE_DIR, "blockread"), setup, setup["reader"], QUIET_READS, folder)
+            changes.set(IrqAffinity(str(setup.irq)), format_cpulist(irq_cpus))
+        changes.set(RqAffinity(setup.disk), rq_affinity)
+        sample = block_run(ensure_built(SOURCE_DIR, "blockread"), setup, setup.submitter, QUIET_READS, folder)
     return {counter: round(1000 * sample[counter][cpu] / sample["reads"]) for counter in ("block", "cal")}
 
 
@@ -136,11 +133,11 @@ def quiet_cpu(ns: Answers) -> list[Check]:
         checks.append(Check("IRQ_CPUS", FAILED, "None or a list of online CPUs", str(err)))
     if any(c.status == FAILED for c in checks):
         return checks
-    if "skipped" in setup:
+    if isinstance(setup, Skipped):
         return checks + [Check("settings measured", INCONCLUSIVE, "a disk and privileges to measure with",
-                               setup["skipped"])]
-    name = (f"BLOCK and CAL on CPU {setup['latency_cpu']} per 1,000 reads from CPU {setup['reader']} "
-            f"({setup['disk']}, interrupt {setup['irq']})")
+                               setup.reason)]
+    name = (f"BLOCK and CAL on CPU {setup.irq_cpu} per 1,000 reads from CPU {setup.submitter} "
+            f"({setup.disk}, interrupt {setup.irq})")
     try:
         with measurement_lock("perflab grade ipi-quiet-cpu"):
             wrong = noise_on(setup, KNOWN_WRONG["rq_affinity"], KNOWN_WRONG["irq_cpus"])

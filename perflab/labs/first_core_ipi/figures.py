@@ -7,14 +7,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ... import inline, stats
+from ... import stats
 from ...plots import distributions
 from ...verdict import Verdict
 from . import noise, oslat, recorded
-from .completions import MODES, predicted_cpu
+from .completions import MODES, plan_from_json, predicted_cpu
 from .run import OPERATIONS, ROWS, gaps_per_op, per_op
-
-inline.enable()
 
 SHARED_COLOUR, SEPARATE_COLOUR = "#d62728", "#1f77b4"
 
@@ -57,7 +55,7 @@ def gaps_figure(result: dict[str, Any]) -> Figure:
 
 def block_figure(result: dict[str, Any]) -> Figure:
     """For each rq_affinity mode: BLOCK softirqs and CAL per 1,000 reads on every CPU, the predicted CPU marked."""
-    plan, samples = result["block"]["plan"], result["block"]["samples"]
+    plan, samples = plan_from_json(result["block"]["plan"]), result["block"]["samples"]  # measured: not Skipped
     cpus = sorted(int(c) for c in samples[0]["block"])
     figure = Figure(figsize=(11, 3.4))
     axes = figure.subplots(1, len(MODES), sharey=True)
@@ -68,7 +66,7 @@ def block_figure(result: dict[str, Any]) -> Figure:
             ax.bar([i + offset for i in range(len(cpus))],
                    [1000 * sum(s[counter][str(c)] for s in chosen) / reads for c in cpus], 0.4, color=colour,
                    label="BLOCK softirqs" if counter == "block" else "CAL (function-call IPIs)")
-        labels = [f"CPU {c}" + ("\nIRQ" if c == plan["irq_cpu"] else "") + ("\nreads" if c == plan["submitter"] else "")
+        labels = [f"CPU {c}" + ("\nIRQ" if c == plan.irq_cpu else "") + ("\nreads" if c == plan.submitter else "")
                   for c in cpus]
         ax.set_xticks(range(len(cpus)), labels, fontsize=8)
         ax.set_title(f"rq_affinity={mode}: predicted CPU {predicted_cpu(mode, plan)}")

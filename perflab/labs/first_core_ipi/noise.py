@@ -36,7 +36,7 @@ from ...probe import Machine
 from ...sysfs import SysRoot
 from ...tracing import MTTCG_HANGS, patching_can_hang, tracefs_folder
 from ...verdict import ALPHA
-from .completions import SOURCE_DIR, rotated
+from .completions import SOURCE_DIR, BlockPlan, Skipped, rotated
 
 # osnoise's thread runs a fifth of each second, on one CPU: the rest of the guest goes on even under emulation.
 RUNTIME_US, PERIOD_US = 200_000, 1_000_000
@@ -90,10 +90,10 @@ def parse_trace(text: str, cpu: int) -> dict[str, Any]:
             "last_gap": last_gap}
 
 
-def why_not(machine: Machine, plan: dict[str, Any], root: SysRoot) -> str | None:
+def why_not(machine: Machine, plan: BlockPlan | Skipped, root: SysRoot) -> str | None:
     """Why the hunt cannot run here before looking at tracefs, or None."""
-    if "skipped" in plan:
-        return f"it watches a disk's interrupt, and {plan['skipped']}"
+    if isinstance(plan, Skipped):
+        return f"it watches a disk's interrupt, and {plan.reason}"
     if not machine.value("privileges", {}).get("root"):
         return "osnoise is a kernel tracer that only root may start: run `sudo perflab run first-core-ipi`"
     if patching_can_hang(machine, root):
@@ -104,11 +104,10 @@ def why_not(machine: Machine, plan: dict[str, Any], root: SysRoot) -> str | None
 
 
 class Reader:
-    """blockread on the plan's reading CPU, reading until stopped (its own counts are not needed here)."""
+    """blockread on `cpu`, reading `path` until stopped (its own counts are not needed here)."""
 
-    def __init__(self, binary: Path, plan: dict[str, Any], folder: str):
-        self.argv = [str(binary), "-c", str(plan["submitter"]), "-f",
-                     plan["read_path"], "-n", str(10 ** 12), "-i", f"{folder}/reader"]
+    def __init__(self, binary: Path, cpu: int, path: str, folder: str):
+        self.argv = [str(binary), "-c", str(cpu), "-f", path, "-n", str(10 ** 12), "-i", f"{folder}/reader"]
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> Reader:
@@ -122,9 +121,9 @@ class Reader:
             raise PerflabError(f"the reader failed: {err.decode(errors='replace').strip() or self.process.returncode}")
 
 
-def in_arm(arm: str, binary: Path, plan: dict[str, Any], folder: str) -> Reader | contextlib.nullcontext:
+def in_arm(arm: str, binary: Path, plan: BlockPlan, folder: str) -> Reader | contextlib.nullcontext:
     """What runs beside the measurement in `arm`: the reader while "reading", nothing while "idle"."""
-    return Reader(binary, plan, folder) if arm == "reading" else contextlib.nullcontext()
+    return Reader(binary, plan.submitter, plan.read_path, folder) if arm == "reading" else contextlib.nullcontext()
 
 
 class NoOsnoise(PerflabError):
@@ -166,7 +165,7 @@ class Osnoise:
         return self.root.read(f"{self.folder}/trace") or ""
 
 
-def hunt(machine: Machine, plan: dict[str, Any], root: SysRoot, rounds: int, seconds: float,
+def hunt(machine: Machine, plan: BlockPlan | Skipped, root: SysRoot, rounds: int, seconds: float,
          progress: bool) -> dict[str, Any]:
     """The hunt where this machine can run it (see hunt_on), or {"skipped": why}."""
     if reason := why_not(machine, plan, root):
@@ -178,10 +177,10 @@ def hunt(machine: Machine, plan: dict[str, Any], root: SysRoot, rounds: int, sec
 
 
 # ANCHOR: hunt
-def hunt_on(plan: dict[str, Any], root: SysRoot, rounds: int, seconds: float, progress: bool) -> dict[str, Any]:
+def hunt_on(plan: BlockPlan, root: SysRoot, rounds: int, seconds: float, progress: bool) -> dict[str, Any]:
     """Rounds of both arms on the disk's interrupt CPU, then one stop hunt while reading:
     {"cpu", "irq", "reader", "disk", "samples": one per arm and round, "stop": the gap that stopped it, or None}."""
-    cpu, samples = plan["irq_cpu"], []
+    cpu, samples = plan.irq_cpu, []
     reader = ensure_built(SOURCE_DIR, "blockread")
     with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-noise-") as folder:
         tracer = Osnoise(changes, root, cpu)
@@ -194,12 +193,11 @@ def hunt_on(plan: dict[str, Any], root: SysRoot, rounds: int, seconds: float, pr
                     samples.append({"round": r, "arm": arm, **parse_trace(text, cpu)})
                     bar.update()
             tracer.set("osnoise/stop_tracing_us", str(STOP_US))
-            with Reader(reader, plan, folder):
+            with Reader(reader, plan.submitter, plan.read_path, folder):
                 text = tracer.trace(STOP_WAIT_S, until_stopped=True)
             stop = parse_trace(text, cpu)["last_gap"] if tracer.stopped else None
             bar.update()
-    return {"cpu": cpu, "irq": plan["irq"], "reader": plan["submitter"], "disk": plan["disk"], "samples": samples,
-            "stop": stop}
+    return {"cpu": cpu, "irq": plan.irq, "reader": plan.submitter, "disk": plan.disk, "samples": samples, "stop": stop}
 # ANCHOR_END: hunt
 
 

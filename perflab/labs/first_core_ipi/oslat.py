@@ -28,7 +28,7 @@ from ...build import ensure_built
 from ...errors import PerflabError
 from ...probe import Machine
 from ...verdict import ALPHA
-from .completions import SOURCE_DIR, rotated
+from .completions import SOURCE_DIR, BlockPlan, Skipped, rotated
 from .noise import ARMS, in_arm
 
 GAP_US = 2  # oslat's bucket 1 holds every undisturbed pass; from bucket 2 on, something else ran
@@ -36,10 +36,10 @@ GAP_US = 2  # oslat's bucket 1 holds every undisturbed pass; from bucket 2 on, s
 TCG_GAPS = "2,257 and 2,954 gaps with nothing reading, 1,899 and 3,833 while CPU 3 read the disk on CPU 7's interrupt"
 
 
-def why_not(machine: Machine, plan: dict[str, Any]) -> str | None:
+def why_not(machine: Machine, plan: BlockPlan | Skipped) -> str | None:
     """Why oslat cannot time the disk's interrupt here, or None."""
-    if "skipped" in plan:
-        return f"it watches a disk's interrupt, and {plan['skipped']}"
+    if isinstance(plan, Skipped):
+        return f"it watches a disk's interrupt, and {plan.reason}"
     if machine.emulated():
         return (f"under QEMU's TCG a vCPU's loop stops whenever QEMU runs another, so oslat times QEMU (in wide: "
                 f"{TCG_GAPS}); KVM guests and bare metal run it")
@@ -69,7 +69,8 @@ def run_oslat(cpu: int, main_cpu: int, seconds: int, folder: str) -> dict[str, A
     return parse_json(output.read_text(), cpu)
 
 
-def time_loops(machine: Machine, plan: dict[str, Any], rounds: int, seconds: int, progress: bool) -> dict[str, Any]:
+def time_loops(machine: Machine, plan: BlockPlan | Skipped, rounds: int, seconds: int,
+               progress: bool) -> dict[str, Any]:
     """oslat's loop on the disk interrupt's CPU (see time_loops_on), or {"skipped": why}."""
     if reason := why_not(machine, plan):
         return {"skipped": reason}
@@ -77,19 +78,19 @@ def time_loops(machine: Machine, plan: dict[str, Any], rounds: int, seconds: int
 
 
 # ANCHOR: oslat
-def time_loops_on(plan: dict[str, Any], rounds: int, seconds: int, progress: bool) -> dict[str, Any]:
+def time_loops_on(plan: BlockPlan, rounds: int, seconds: int, progress: bool) -> dict[str, Any]:
     """Rounds of both arms: {"cpu", "reader", "disk", "samples": one per arm and round, with oslat's histogram}."""
-    cpu, reader, samples = plan["irq_cpu"], ensure_built(SOURCE_DIR, "blockread"), []
+    cpu, reader, samples = plan.irq_cpu, ensure_built(SOURCE_DIR, "blockread"), []
     with tempfile.TemporaryDirectory(prefix="perflab-oslat-") as folder, \
             tqdm(total=2 * rounds, desc=f"oslat: a spinning thread on CPU {cpu}", disable=not progress,
                  file=sys.stderr, leave=False) as bar:
         for r in range(rounds):
             for arm in rotated(ARMS, r):
                 with in_arm(arm, reader, plan, folder):
-                    timed = run_oslat(cpu, plan["submitter"], seconds, folder)
+                    timed = run_oslat(cpu, plan.submitter, seconds, folder)
                 samples.append({"round": r, "arm": arm, **timed})
                 bar.update()
-    return {"cpu": cpu, "reader": plan["submitter"], "disk": plan["disk"], "samples": samples}
+    return {"cpu": cpu, "reader": plan.submitter, "disk": plan.disk, "samples": samples}
 # ANCHOR_END: oslat
 
 

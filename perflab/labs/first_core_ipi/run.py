@@ -21,7 +21,16 @@ from ...sysfs import default_root
 from ...verdict import ALPHA, Effect, Verdict
 from .. import CannotShow, Lab
 from . import noise, oslat, recorded, tracepoints
-from .completions import SOURCE_DIR, block_plan, disk_plan, judge_block, measure_block
+from .completions import (
+    SOURCE_DIR,
+    BlockPlan,
+    Skipped,
+    block_plan,
+    disk_plan,
+    judge_block,
+    measure_block,
+    plan_from_json,
+)
 from .procstat import read_table
 
 OPERATIONS = ("munmap", "mprotect", "membarrier")
@@ -195,14 +204,14 @@ class FirstCoreIpi(Lab):
         plan = block_plan(machine, default_root())  # first: a bad PERFLAB_BLOCK_DEVICE stops the run at once
         result["bystander"] = measure_bystander(placement, settings, progress)
         result["block"] = {
-            "plan": plan,
+            "plan": plan.to_json(),
             "samples": []
-            if "skipped" in plan
+            if isinstance(plan, Skipped)
             else measure_block(plan, settings.block_rounds, settings.reads, progress),
         }
         result["tracepoints"] = tracepoints.count_workloads(placement.victim, placement.aggressor, settings.ops,
                                                             settings.reads, plan, machine, progress)
-        watched = plan if "skipped" not in plan else disk_plan(machine, default_root())  # part 2's disk, if it has one
+        watched = plan if isinstance(plan, BlockPlan) else disk_plan(machine, default_root())  # part 2's disk, if any
         result["oslat"] = oslat.time_loops(machine, watched, settings.noise_rounds, settings.oslat_seconds, progress)
         result["noise"] = noise.hunt(machine, watched, default_root(), settings.noise_rounds, settings.noise_seconds,
                                      progress)
@@ -215,16 +224,9 @@ class FirstCoreIpi(Lab):
         verdict, effect = decide_rows(kept, "munmap", "CAL", victim, raced.alpha_per_look)
         notes = [bystander_note(kept, op, victim) for op in OPERATIONS]
         notes += [gaps_note(result["bystander"]["samples"]), *raced.notes]
-        plan = result["block"]["plan"]
-        if "skipped" in plan:
-            notes.append(f"block completions (part 2) not measured: {plan['skipped']}")
-            block_ok = None
-        else:
-            block_ok, block_notes = judge_block(plan, result["block"]["samples"])
-            notes.append(f"block completions on {plan['disk']}: its interrupt {plan['irq']} arrives on CPU "
-                         f"{plan['irq_cpu']}, reads from CPU {plan['submitter']} ("
-                         f"{'sharing' if plan['shares_llc'] else 'not sharing'} a last-level cache)")
-            notes += block_notes
+        plan = plan_from_json(result["block"]["plan"])
+        block_ok, block_notes = judge_part_2(plan, result["block"]["samples"])
+        notes += block_notes
         if "tracepoints" in result:  # results saved before part 3 was added have none
             notes += tracepoints.notes(result["tracepoints"], victim, plan)
         if "oslat" in result:  # nor oslat
@@ -247,6 +249,16 @@ class FirstCoreIpi(Lab):
             return Verdict(self.name, verdict, f"{shown}; {MIN_PER_OP} or more per operation is ruled out",
                            effect, notes=notes)
         return Verdict(self.name, verdict, f"{shown}; {raced.undecided()}", effect, notes=notes)
+
+
+def judge_part_2(plan: BlockPlan | Skipped, samples: list[dict[str, Any]]) -> tuple[bool | None, list[str]]:
+    """Did the block completions land where rq_affinity sends them (None: not measured), and the notes saying so."""
+    if isinstance(plan, Skipped):
+        return None, [f"block completions (part 2) not measured: {plan.reason}"]
+    block_ok, block_notes = judge_block(plan, samples)
+    return block_ok, [f"block completions on {plan.disk}: its interrupt {plan.irq} arrives on CPU {plan.irq_cpu}, "
+                      f"reads from CPU {plan.submitter} ({'sharing' if plan.shares_llc else 'not sharing'} a "
+                      "last-level cache)", *block_notes]
 
 
 def bystander_note(kept: dict[str, list[float]], op: str, victim: int) -> str:

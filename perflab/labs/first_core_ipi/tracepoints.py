@@ -24,7 +24,7 @@ from ...knobs import RqAffinity
 from ...probe import Machine
 from ...sysfs import SysRoot, default_root
 from ...tracing import Tracepoint, chosen_events, count_per_cpu, patching_can_hang, tracefs_folder
-from .completions import SOURCE_DIR
+from .completions import SOURCE_DIR, BlockPlan, Skipped
 
 # ANCHOR: tracepoints
 TRACEPOINTS = (
@@ -53,7 +53,7 @@ def why_not(machine: Machine, root: SysRoot) -> str | None:
     return None
 
 
-def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: dict[str, Any], machine: Machine,
+def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: BlockPlan | Skipped, machine: Machine,
                     progress: bool) -> dict[str, Any]:
     """Each workload once under perf stat: {"events": label -> tracepoint, "runs": [...]}, or {"skipped": why}."""
     root = default_root()
@@ -73,12 +73,12 @@ def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: dic
                      [str(bystander), "-v", str(victim), "-a", str(aggressor), "-o", op, "-p", process,
                       "-n", str(ops), "-i", os.path.join(folder, "bystander")])
                     for op, process in WORKLOADS]
-        if "skipped" not in plan:
+        if isinstance(plan, BlockPlan):
             reader = ensure_built(SOURCE_DIR, "blockread")
-            mode = RqAffinity(plan["disk"], root).read()
-            commands.append((f"read, from CPU {plan['submitter']} at rq_affinity={mode}", reads,
+            mode = RqAffinity(plan.disk, root).read()
+            commands.append((f"read, from CPU {plan.submitter} at rq_affinity={mode}", reads,
                              [CPU_INTERRUPT, CPU_SUBMITTER],
-                             [str(reader), "-c", str(plan["submitter"]), "-f", plan["read_path"],
+                             [str(reader), "-c", str(plan.submitter), "-f", plan.read_path,
                               "-n", str(reads), "-i", os.path.join(folder, "block")]))
         for workload, times, watched, command in tqdm(commands, desc="perf: tracepoints per CPU",
                                                       disable=not progress, file=sys.stderr, leave=False):
@@ -92,13 +92,15 @@ def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: dic
     return {"events": events, "runs": runs}
 
 
-def notes(counted: dict[str, Any], victim: int, plan: dict[str, Any]) -> list[str]:
+def notes(counted: dict[str, Any], victim: int, plan: BlockPlan | Skipped) -> list[str]:
     """What perf saw per operation on the victim, and per read on the interrupt's and the reader's CPU."""
     if "skipped" in counted:
         return [f"tracepoints (part 3) not counted: {counted['skipped']}"]
     found = [f"{label} ({name})" for label, name in counted["events"].items() if name]
     lines = [f"perf counted per CPU: {'; '.join(found)}"]
-    cpus = {CPU_VICTIM: victim, CPU_INTERRUPT: plan.get("irq_cpu"), CPU_SUBMITTER: plan.get("submitter")}
+    cpus = {CPU_VICTIM: victim}
+    if isinstance(plan, BlockPlan):  # a read was counted only then
+        cpus.update({CPU_INTERRUPT: plan.irq_cpu, CPU_SUBMITTER: plan.submitter})
     for run in counted["runs"]:
         for role in run["watched"]:
             per = ", ".join(f"{label} {per_cpu[str(cpus[role])] / run['times']:.2f}"

@@ -7,14 +7,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ... import inline, stats
+from ... import stats
 from ...plots import distributions
 from ...verdict import Verdict
 from . import recorded
 from .stencil import ALIGNED, kept
 from .sweep import CONTROL, KERNELS, NEAR, SWEEP_MIN_EFFECT, by_distance, classify
-
-inline.enable()
 
 SLOW, FAST, SOURCE = "#d62728", "#1f77b4", "#7f7f7f"
 

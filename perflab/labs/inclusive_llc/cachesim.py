@@ -21,7 +21,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ...text import table
+from ...formatting import table
 
 POLICIES = ("inclusive", "non-inclusive", "exclusive")
 

@@ -17,8 +17,8 @@ from tqdm.auto import tqdm
 
 from ... import processes, results, stats
 from ...errors import PerflabError
+from ...formatting import table
 from ...lock import measurement_lock
-from ...text import table
 from ...verdict import Effect, judge_change
 from .run import ALONE, LAB, MIN_EFFECT, label, slowdown_text
 

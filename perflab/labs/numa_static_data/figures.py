@@ -7,15 +7,13 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ... import inline, stats
+from ... import stats
 from ...plots import distributions
 from ...sequential import Race
 from ...verdict import Verdict
 from . import recorded
 from .model import cap_mops
 from .run import fitted
-
-inline.enable()
 
 BUG, FIX = "#d62728", "#2ca02c"
 CORES = range(1, 81)  # the source's Altra: 80 cores per socket

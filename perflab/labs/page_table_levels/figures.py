@@ -7,13 +7,11 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ... import inline, stats
+from ... import stats
 from ...plots import distributions
 from ...verdict import Verdict
 from . import recorded
 from .faults import MODES, boot_cost, fault_around, per_fault
-
-inline.enable()
 
 FIVE_COLOUR, FOUR_COLOUR = "#d62728", "#1f77b4"
 

@@ -1,4 +1,5 @@
-"""How perflab writes for people: aligned plain-text tables, `code` in HTML, a value with its spread."""
+"""How perflab formats what it writes for people: aligned plain-text tables (the CLI's and the benchmarks'), `code`
+spans of a verdict's text in HTML (the report and the notebooks), a measured value with its spread."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Make a bare matplotlib Figure render as a picture in Jupyter.
+"""Make a bare matplotlib Figure render as a picture in Jupyter (perflab.plots does on import).
 
 The plotting functions build Figures without pyplot (no global state, safe in
 tests), and Jupyter's inline backend only registers its PNG formatter when
