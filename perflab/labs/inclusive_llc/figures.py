@@ -7,12 +7,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ... import inline, stats
+from ... import jupyter_figures, stats
 from ...verdict import COLOURS, Verdict
 from . import cachesim, recorded
 from .run import ALONE, label
 
-inline.enable()
+jupyter_figures.enable()  # source_figure returns a bare Figure; the other panels use pyplot
 
 
 def sweep_figure(result: dict[str, Any]):
