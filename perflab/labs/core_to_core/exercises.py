@@ -9,6 +9,7 @@ functions are called on inputs drawn anew for each grading.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from ... import stats
 from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
@@ -32,6 +33,9 @@ HARMONIC_MEANS_ELSEWHERE = ("scipy.stats.hmean", "statistics.harmonic_mean")  # 
 # A fresh run of the same pair within this factor agrees; beyond it the pair's
 # distance moved (a VM's vCPUs migrate), which a rerun settles: inconclusive.
 FRESH_AGREEMENT = 1.5
+# The lab's quick pair (3 rounds) takes 30-65 ms here: too short for the neighbour watch, which counts whole
+# 10 ms ticks and names a program from 3 on, so a neighbour beside it could go unnamed (it did once in a full test run).
+FRESH_ROUNDS = 30  # about 0.2 s quiet
 
 
 def _raw_rates(saved: dict) -> list[float]:
@@ -189,7 +193,7 @@ def _fresh_agreement(machine, a: int, b: int, samples: list[float]) -> Check:
     """Measure the pair again now, on CPUs watched for neighbours; the learner's median should agree within
     FRESH_AGREEMENT."""
     with measurement_lock(f"perflab grade: CPUs {a},{b}"), watched([a, b]) as seen:
-        fresh = lab.measure_matrix(machine, sorted((a, b)), lab.LAB.QUICK, progress=False)
+        fresh = lab.measure_matrix(machine, sorted((a, b)), replace(lab.LAB.QUICK, rounds=FRESH_ROUNDS), progress=False)
     fresh_median = stats.median([s["one_way_ns"] for s in lab.raw_samples(fresh)])
     ratio = stats.median(samples) / fresh_median
     agree = 1 / FRESH_AGREEMENT <= ratio <= FRESH_AGREEMENT
