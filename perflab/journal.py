@@ -203,8 +203,8 @@ class SystemChanges:
 
     def __exit__(self, *exc) -> None:
         try:
-            if self.owner == RUN:
-                pid = os.getpid()
+            if self.owner == RUN and self._journaled:  # a block that changed nothing needs no journal: a learner
+                pid = os.getpid()  # may not even open its folder (/run/perflab, root's, gone after a reboot)
                 self.journal.restore(lambda e: e.owner == RUN and e.pid == pid)
         finally:
             self._signals.__exit__(None, None, None)

@@ -159,6 +159,18 @@ def test_a_live_run_is_left_alone_and_tune_stays_until_reset(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="recovering as another user needs root to switch users")
+def test_a_block_that_changed_nothing_never_opens_the_journal(tmp_path):
+    """A learner's lab 5 run on a fresh boot failed at the end of its measurement: its block changed nothing, yet
+    opened the journal folder to restore nothing, and a learner may not make /run/perflab."""
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    with journal.SystemChanges(journal=journal.Journal(path=str(blocked / "journal"))):
+        pass  # no knob set
+    with pytest.raises(PerflabError, match="cannot use the journal folder"), \
+            journal.SystemChanges(journal=journal.Journal(path=str(blocked / "journal"))) as changes:
+        changes.set(RqAffinity("nvme0n1", SysRoot(FIXTURE_MACHINES / "amd-chiplet")), "2")
+
+
 def test_a_user_who_may_not_write_the_journal_recovers_nothing_and_goes_on(tmp_path):
     """A learner's lab run recovers under the lock while root's run, not under it, has a change in the journal."""
     folder = Path(tempfile.mkdtemp(dir="/tmp"))  # tmp_path's parents are 0700: nobody could reach it

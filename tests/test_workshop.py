@@ -320,6 +320,60 @@ def _log_in(browser, url: str, login: str, password: str, lands_on: str):
     return page
 
 
+@as_root
+def test_removing_a_learner_ends_every_process_of_theirs_first_even_one_running_as_root(tmp_path):
+    """userdel refuses a user that is the real user of any process, as a learner is of their `sudo`; a kill by
+    effective user missed those, and down left the account behind while saying it had removed it."""
+    from perflab.journal import WORKSHOP, Journal, SystemChanges
+    from perflab.workshop import accounts
+
+    user = f"perflab-t{secrets.token_hex(3)}"
+    journal = Journal(path=str(tmp_path / "accounts.journal"), kinds=accounts.KINDS)
+    with SystemChanges(WORKSHOP, journal=journal) as changes:
+        changes.set(accounts.LearnerAccount(user), "present")
+    setuid_like = subprocess.Popen(["setpriv", f"--ruid={pwd.getpwnam(user).pw_uid}", "sleep", "600"],
+                                   start_new_session=True)
+    plain = subprocess.Popen(["runuser", "-u", user, "--", "sleep", "600"], start_new_session=True)
+    try:
+        assert journal.restore(lambda entry: entry.owner == WORKSHOP) == [f"learner_account {user} back to 'absent'"]
+        with pytest.raises(KeyError):
+            pwd.getpwnam(user)
+        assert setuid_like.wait(timeout=5) == -signal.SIGKILL and plain.wait(timeout=5) != 0
+        assert not journal.path.exists()
+    finally:
+        for process in (setuid_like, plain):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        subprocess.run(["userdel", "--remove", user], capture_output=True)
+
+
+@as_root
+def test_down_that_cannot_remove_a_user_fails_and_keeps_the_users_journal(tmp_path, monkeypatch, capsys):
+    """Deleting the state folder deleted the journal too, and with it the only record of a user left behind."""
+    from perflab.errors import PerflabError
+    from perflab.journal import WORKSHOP, Entry
+    from perflab.workshop import accounts, hub
+
+    monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
+    roster.state_folder()
+    journal = hub.accounts_journal()
+    journal.append(Entry(accounts.LearnerAccount.kind, "perflab-stays", "absent", WORKSHOP, os.getpid(), 0))
+
+    def refuse(self, value):
+        raise PerflabError("userdel perflab-stays failed: user perflab-stays is currently used by process 1")
+
+    monkeypatch.setattr(accounts.LearnerAccount, "write", refuse)
+    with pytest.raises(PerflabError, match="could not be removed .* run `perflab workshop down` again"):
+        hub.down()
+    assert "could not restore learner_account perflab-stays" in capsys.readouterr().err
+    assert [entry.target for entry in journal.entries()] == ["perflab-stays"]
+
+    monkeypatch.undo()
+    monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(accounts.LearnerAccount, "write", lambda self, value: None)
+    assert "removed the user perflab-stays" in hub.down() and not (tmp_path / "state").exists()
+
+
 def _as_learner(name: str, *args: str, lock_file: Path, queue: Path) -> subprocess.Popen:
     """A perflab command as the learner's own user, with the environment their JupyterLab gives its terminals."""
     home = pwd.getpwnam(roster.system_user(name)).pw_dir

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import pwd
-import subprocess
+import signal
+import time
 
 from ..errors import PerflabError
 from ..knobs import KNOBS, Knob, run_as_root
+
+EXIT_WAIT_S = 10.0  # a killed JupyterLab with a kernel or two takes some milliseconds to go; allow for a loaded machine
 
 
 class LearnerAccount(Knob):
@@ -39,12 +43,38 @@ class LearnerAccount(Knob):
             home = pwd.getpwnam(self.target).pw_dir
             run_as_root(["chmod", "0700", home], "creating users", "coreutils")
         elif value == "absent":
-            subprocess.run(
-                ["pkill", "-KILL", "-u", self.target], capture_output=True
-            )  # userdel refuses a user with processes
+            self._end_processes()
             run_as_root(["userdel", "--remove", self.target], "removing users", "passwd")
         else:
             raise PerflabError(f"{self.label}: the value is present or absent, not {value!r}")
+
+    def _end_processes(self) -> None:
+        """SIGKILL every process the user owns and wait until they are gone: userdel refuses a user with any
+        process left, and a killed process is not gone when kill(2) returns (it still has to free its memory)."""
+        uid = pwd.getpwnam(self.target).pw_uid
+        deadline = time.monotonic() + EXIT_WAIT_S
+        while pids := self._processes_of(uid):
+            if time.monotonic() > deadline:
+                raise PerflabError(f"{self.label}: processes {', '.join(map(str, pids))} did not end within "
+                                   f"{EXIT_WAIT_S:.0f} s of SIGKILL, so the user stays (run `perflab workshop down` "
+                                   "again)")
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+
+    def _processes_of(self, uid: int) -> list[int]:
+        """The live processes with `uid` as their real, effective or saved user: userdel checks all three, and
+        passes over zombies (dead, only not yet reaped by their parent)."""
+        found = []
+        for entry in self.root.listdir("/proc"):
+            status = self.root.read(f"/proc/{entry}/status") if entry.isdigit() else None
+            fields = dict(line.split(":", 1) for line in (status or "").splitlines() if ":" in line)
+            if str(uid) in fields.get("Uid", "").split()[:3] and not fields.get("State", "").strip().startswith("Z"):
+                found.append(int(entry))
+        return found
 
 
 KINDS = {**KNOBS, LearnerAccount.kind: LearnerAccount}  # what the workshop's journal of accounts may hold

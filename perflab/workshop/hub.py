@@ -190,6 +190,9 @@ def down() -> list[str]:
     if workshop is None and not roster.state_dir().exists():
         raise PerflabError("no workshop is up here: nothing to take down")
     done = _undo()
+    if accounts_journal().path.exists():  # users that stayed: restore said why, on stderr
+        raise PerflabError(f"some learners' users could not be removed (said above); {roster.state_dir()} keeps their "
+                           "journal: run `perflab workshop down` again")
     if workshop is not None:
         still = [port for port in (workshop.port, workshop.hub_port, workshop.proxy_api_port, workshop.dashboard_port)
                  if checks.listening(workshop.ip if port == workshop.port else "127.0.0.1", port)]
@@ -216,6 +219,8 @@ def _undo() -> list[str]:
     if journal.path.exists():
         removed = journal.restore(lambda entry: entry.owner == WORKSHOP)
         done += [f"removed the user {line.split()[1]}" for line in removed]
+    if journal.path.exists():  # the record of users that stayed: deleting it would leave them for good
+        return done
     if roster.state_dir().exists():
         subprocess.run(["rm", "-rf", "--one-file-system", str(roster.state_dir())], check=False)
         done.append(f"deleted {roster.state_dir()}")
