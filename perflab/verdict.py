@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -109,6 +110,26 @@ def judge_change(
         return "not-reproduced", f"{effect.text()}; an effect of {min_effect:.0%} or more is ruled out", effect
     return "inconclusive", f"{effect.text()}; too uncertain to decide", effect  # the caller knows what adds rounds
 # ANCHOR_END: judge_change
+
+
+# ANCHOR: judge_paired_change
+def judge_paired_change(name: str, numerator: Sequence[float], denominator: Sequence[float], min_effect: float,
+                        unit: str = "relative change", alpha: float = ALPHA) -> tuple[str, str, Effect]:
+    """Is numerator / denominator at least 1 + min_effect, round by round? Both arms ran in every round, one right
+    after the other, so each round's ratio cancels what the host did to that round as a whole. The effect is the
+    median ratio - 1, with a bootstrap CI at 1 - alpha; p is Wilcoxon's signed-rank test on the log ratios
+    (two-sided), which assumes no shape for the timings. The i-th values of both arms come from the same round."""
+    ratios = [a / b for a, b in zip(numerator, denominator, strict=True)]
+    low, high = stats.bootstrap_ci(ratios, stats.median, confidence=1 - alpha)
+    logs = [math.log(r) for r in ratios]
+    p = 1.0 if not any(logs) else float(stats.scipy_stats().wilcoxon(logs).pvalue)
+    effect = Effect(name, stats.median(ratios) - 1, unit, low - 1, high - 1, p, 1 - alpha)
+    if p < alpha and low - 1 >= min_effect:
+        return "reproduced", effect.text(), effect
+    if high - 1 < min_effect:
+        return "not-reproduced", f"{effect.text()}; an effect of {min_effect:.0%} or more is ruled out", effect
+    return "inconclusive", f"{effect.text()}; too uncertain to decide", effect
+# ANCHOR_END: judge_paired_change
 
 
 def unless_emulated(verdict: Verdict, machine: Any, needs: str) -> Verdict:

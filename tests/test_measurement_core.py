@@ -17,7 +17,7 @@ from perflab import results
 from perflab.errors import PerflabError
 from perflab.lock import measurement_lock
 from perflab.runner import Config, interleave, run_once
-from perflab.verdict import Verdict, judge_change
+from perflab.verdict import Verdict, judge_change, judge_paired_change
 
 FAKE_BENCH = textwrap.dedent("""
     import json, sys, time
@@ -135,6 +135,23 @@ def test_judge_change_not_reproduced():
     verdict, reason, effect = judge_change("speed", _samples(100, 1, 40, 3), _samples(100, 1, 40, 4), 0.03)
     assert verdict == "not-reproduced"
     assert effect.ci_high < 0.03 and "ruled out" in reason
+
+
+def test_judge_paired_change_sees_through_rounds_the_host_slowed_as_a_whole():
+    """Each round slowed by its own factor (another guest on the host), both arms alike: the unpaired comparison
+    cannot decide, the per-round ratios can."""
+    host = [1.0, 2.5, 1.2, 3.0, 1.1, 2.0, 1.4, 2.8, 1.0, 1.9, 2.6, 1.3]
+    slow = [24.0 * h * (1 + 0.01 * (i % 3)) for i, h in enumerate(host)]
+    fast = [16.0 * h for h in host]
+    verdict, _, effect = judge_paired_change("scan", slow, fast, 0.10, alpha=0.05 / 24)
+    assert verdict == "reproduced" and effect.value == pytest.approx(0.51, abs=0.02) and effect.ci_low > 0.45
+    unpaired, _, _ = judge_change("scan", [1 / t for t in slow], [1 / t for t in fast], 0.10, alpha=0.05 / 24)
+    assert unpaired == "inconclusive"
+    assert judge_paired_change("same", fast, fast, 0.10)[0] == "not-reproduced"
+
+def test_judge_paired_change_needs_the_arms_of_the_same_rounds():
+    with pytest.raises(ValueError):
+        judge_paired_change("short", [1.0, 2.0, 3.0], [1.0, 2.0], 0.10)
 
 
 def test_judge_change_inconclusive():

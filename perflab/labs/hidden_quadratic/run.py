@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -11,7 +10,7 @@ from ...bounds import NO_LIMIT
 from ...errors import PerflabError
 from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
-from ...verdict import ALPHA, Effect, Verdict
+from ...verdict import ALPHA, Effect, Verdict, judge_paired_change
 from .. import Bound, Lab, one_cpu
 from . import profile
 from .programs import (
@@ -44,26 +43,6 @@ class Settings:
     profile_s: float  # perf record on each version of the expiry pass
 
 
-# ANCHOR: paired
-def paired_change(name: str, slow: list[float], fast: list[float], min_effect: float,
-                  alpha: float = ALPHA) -> tuple[str, str, Effect]:
-    """Is `fast` at least min_effect faster than `slow`, round by round? Both arms of a comparison run in the same
-    process in every round, one after the other, so each round's ratio slow/fast cancels what the host did to
-    that round. The effect is the median ratio - 1, with a bootstrap CI at 1 - alpha; p is Wilcoxon's signed-rank
-    test on the log ratios (two-sided), which assumes no shape for the timings."""
-    ratios = [a / b for a, b in zip(slow, fast)]
-    low, high = stats.bootstrap_ci(ratios, stats.median, confidence=1 - alpha)
-    logs = [math.log(r) for r in ratios]
-    p = 1.0 if not any(logs) else float(stats.scipy_stats().wilcoxon(logs).pvalue)
-    effect = Effect(name, stats.median(ratios) - 1, "relative change", low - 1, high - 1, p, 1 - alpha)
-    if p < alpha and low - 1 >= min_effect:
-        return "reproduced", effect.text(), effect
-    if high - 1 < min_effect:
-        return "not-reproduced", f"{effect.text()}; an effect of {min_effect:.0%} or more is ruled out", effect
-    return "inconclusive", f"{effect.text()}; too uncertain to decide", effect
-# ANCHOR_END: paired
-
-
 def exponent(values: dict[str, list[float]], version: str, confidence: float) -> stats.PowerLaw:
     """The scaling exponent of one version's expiry pass, fitted over every round at every size."""
     sizes = [n for n in FLOW_SIZES for _ in values[arm(version, n)]]
@@ -75,8 +54,9 @@ def judge_race(values: dict[str, list[float]], alpha: float = ALPHA) -> tuple[st
     """Reproduced when all three hold: at n=16 the O(n) scan beats the O(log n) search; the expiry pass's exponent
     is above 1.5; the fix makes the largest table's pass at least twice as fast. Each is judged at a third of
     the error rate, since three comparisons make the verdict."""
-    scan, scan_text, _ = paired_change(f"linear scan vs binary search at n={SMALL_N}", values[arm("binary", SMALL_N)],
-                                       values[arm("linear", SMALL_N)], MIN_SCAN_EFFECT, alpha / 3)
+    scan, scan_text, _ = judge_paired_change(f"linear scan vs binary search at n={SMALL_N}",
+                                             values[arm("binary", SMALL_N)], values[arm("linear", SMALL_N)],
+                                             MIN_SCAN_EFFECT, alpha=alpha / 3)
     fit = exponent(values, "quadratic", 1 - alpha / 3)
     p = fit.p_above(QUADRATIC_FROM)
     effect = Effect("scaling exponent of the expiry pass", fit.exponent, "exponent", fit.low, fit.high, p,
@@ -84,8 +64,8 @@ def judge_race(values: dict[str, list[float]], alpha: float = ALPHA) -> tuple[st
     grows = "reproduced" if fit.low > QUADRATIC_FROM and p < alpha / 3 else \
         "not-reproduced" if fit.high < QUADRATIC_FROM else "inconclusive"
     largest = FLOW_SIZES[-1]
-    fix, fix_text, _ = paired_change(f"the fix at n={largest}", values[arm("quadratic", largest)],
-                                     values[arm("fixed", largest)], MIN_FIX_EFFECT, alpha / 3)
+    fix, fix_text, _ = judge_paired_change(f"the fix at n={largest}", values[arm("quadratic", largest)],
+                                           values[arm("fixed", largest)], MIN_FIX_EFFECT, alpha=alpha / 3)
     shown = f"{scan_text}; the expiry pass grows as n^{fit.exponent:.2f} ({effect.text()}); {fix_text}"
     parts = {"scan": scan, "exponent": grows, "fix": fix}
     if all(v == "reproduced" for v in parts.values()):

@@ -11,7 +11,7 @@ from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
-from ...verdict import ALPHA, Verdict, judge_change
+from ...verdict import ALPHA, Verdict, judge_paired_change
 from .. import CannotShow, Lab
 from .programs import PMU_EVENTS, Aggressor, pmu_events, run_victim, timeline, victim_argv
 
@@ -138,11 +138,11 @@ def sweep(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress
 # ANCHOR: judge
 def judge_sweep(ns_per_access: dict[str, list[float]], alpha: float = ALPHA,
                 fractions: tuple[float, ...] = FRACTIONS) -> tuple[str, str, Any]:
-    """Does the victim slow down when the aggressor outgrows the LLC? Largest buffer vs smallest."""
+    """Does the victim slow down when the aggressor outgrows the LLC? Largest buffer vs smallest, round by round:
+    a victim run's level moves by a few percent from run to run here, and both arms of a round share much of it."""
     small, large = label(fractions[0]), label(fractions[-1])
-    return judge_change(f"victim's time per access beside a {large} aggressor vs a {small} one",
-                        ns_per_access[small], ns_per_access[large], MIN_EFFECT,
-                        statistic=stats.median, unit="slowdown", alpha=alpha)
+    return judge_paired_change(f"victim's time per access beside a {large} aggressor vs a {small} one",
+                               ns_per_access[large], ns_per_access[small], MIN_EFFECT, unit="slowdown", alpha=alpha)
 # ANCHOR_END: judge
 
 
