@@ -116,7 +116,7 @@ def _fresh_measurement(machine, claim, reason=None) -> Check:
     except CannotShow as reason:
         return Check(name, INCONCLUSIVE, "a machine that can measure this", str(reason))
     with measurement_lock("perflab grade: llc-predict"), watched(LAB.watched_cpus(pair)) as seen:
-        measured = sweep(pair, FRESH, progress=False, fractions=FRESH.fractions)
+        measured = sweep(pair, FRESH, progress=False, fractions=FRESH.fractions, alone=False)
     verdict, reason, _ = judge_sweep(measured["ns_per_access"], measured["race"]["alpha_per_look"])
     fresh = {"reproduced": True, "not-reproduced": False}.get(verdict)
     if seen.busy:

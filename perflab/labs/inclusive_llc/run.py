@@ -97,14 +97,15 @@ def predict(machine: Machine) -> dict[str, Any]:
 
 # ANCHOR: measure
 def sweep(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress: bool = True,
-          fractions: tuple[float, ...] = FRACTIONS) -> dict[str, Any]:
+          fractions: tuple[float, ...] = FRACTIONS, alone: bool = True) -> dict[str, Any]:
     """Victim alone and beside every aggressor size, round by round in rotated order, until the verdict is decided.
 
     One victim run gives one value: its median ns per access. The aggressor
     keeps one buffer of the largest size and is told which part to stream.
+    Without `alone` (the verdict does not use it), two sizes get half as many rounds again in the same time.
     """
     victim_run = victim_argv(ensure_built(SOURCE_DIR, "victim"), pair.victim_cpu, pair.working_set, settings.victim_ms)
-    sizes = {ALONE: 0, **{label(f): int(f * pair.llc_bytes) // 64 * 64 for f in fractions}}
+    sizes = {**({ALONE: 0} if alone else {}), **{label(f): int(f * pair.llc_bytes) // 64 * 64 for f in fractions}}
     gbps: dict[str, list[float]] = {name: [] for name in sizes}
     counts: dict[str, list[dict]] = {name: [] for name in sizes}
     with Aggressor(ensure_built(SOURCE_DIR, "aggressor"), pair.aggressor_cpu, max(sizes.values())) as streamer:
@@ -126,7 +127,7 @@ def sweep(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress
             one_round,
             lambda ns, alpha: judge_sweep(ns, alpha, fractions)[0] in DECIDED,
             plan,
-            control=ALONE,
+            control=next(iter(sizes)),  # alone, or else the smallest size: it evicts nothing either
             desc="victim alone and beside each aggressor size, until decided",
             progress=progress,
         )

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ... import results, stats
+from ... import results
 from ...bounds import NO_LIMIT
 from ...cpulist import check_cpus
 from ...probe import Machine
 from ...sequential import DECIDED, Race
-from ...verdict import ALPHA, Verdict, judge_change
+from ...verdict import ALPHA, Verdict, judge_paired_change
 from .. import Bound, CannotShow, Lab
 from . import monitors
 from .measure import Placement, Settings, arm, measure_race
@@ -58,9 +58,10 @@ def predict(machine: Machine, watching: dict[str, Any]) -> dict[str, Any]:
 
 # ANCHOR: judge
 def judge_stream(ns: dict[str, list[float]], alpha: float = ALPHA) -> tuple[str, str, Any]:
-    """Does the far victim slow down beside the streaming neighbour, against the same neighbour computing?"""
-    return judge_change("far victim's time per access beside the streaming neighbour vs the computing one",
-                        ns[BUSY], ns[STREAM], MIN_EFFECT, statistic=stats.median, unit="slowdown", alpha=alpha)
+    """Does the far victim slow down beside the streaming neighbour, against the same neighbour computing? Round by
+    round: both arms of a round run one right after the other, and share what the host's other guests did then."""
+    return judge_paired_change("far victim's time per access beside the streaming neighbour vs the computing one",
+                               ns[STREAM], ns[BUSY], MIN_EFFECT, unit="slowdown", alpha=alpha)
 # ANCHOR_END: judge
 
 
