@@ -25,7 +25,7 @@ from .run import FRACTIONS, LAB, Settings, judge_sweep, sweep
 
 PREDICT_FRACTIONS = (0.5, 0.75, 0.9, 0.95, 1.0, 1.5)
 SCALED_SETS = 64  # the described L3 has 16384 sets; 64 behave the same and simulate in a blink
-FRESH = Settings(rounds=120, budget_s=60, fractions=(FRACTIONS[0], FRACTIONS[-1]), victim_ms=150, timeline_ms=0,
+FRESH = Settings(rounds=120, budget_s=90, fractions=(FRACTIONS[0], FRACTIONS[-1]), victim_ms=150, timeline_ms=0,
                  stress_seconds=0, stress_rounds=0)
 RISKS = ("none", "back-invalidation", "shared L1")
 
