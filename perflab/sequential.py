@@ -18,7 +18,10 @@ The machine can change under a race: a VM's vCPU moves to another core,
 another load arrives. Every look checks the control arm (the unchanged
 program, the fastest offset) for a step change (stats.step_change); the
 rounds before a step are dropped from every arm, the race goes on with what
-is left, and the notes say so.
+is left, and the notes say so. A race judged round by round (verdict.
+judge_paired_change) names its two arms as the control instead: a step in
+the machine's level moves both arms of a round alike and leaves their ratio,
+so only a step in the rounds' ratio drops rounds.
 """
 
 from __future__ import annotations
@@ -109,10 +112,11 @@ class Race:
 
 # ANCHOR: race
 def race(arms: list[str], measure_round: Callable[[int, list[str]], dict[str, float]],
-         decided: Callable[[dict[str, list[float]], float], bool], plan: Plan, control: str,
+         decided: Callable[[dict[str, list[float]], float], bool], plan: Plan, control: str | tuple[str, str],
          desc: str, progress: bool = True) -> Race:
     """Measure `arms` round by round (measure_round(r, order) measures each arm once, in that order) until
-    decided(kept values, alpha_per_look) says so, or the rounds or the budget run out."""
+    decided(kept values, alpha_per_look) says so, or the rounds or the budget run out. `control` is the arm whose
+    step drops the rounds before it, or (a, b) for a race judged on each round's ratio a / b."""
     result = Race(list(arms), {arm: [] for arm in arms}, plan.alpha_per_look)
     start = time.monotonic()
     bar = tqdm(total=plan.max_rounds, desc=desc, disable=not progress, file=sys.stderr, leave=False)
@@ -143,13 +147,17 @@ def race(arms: list[str], measure_round: Callable[[int, list[str]], dict[str, fl
 # ANCHOR_END: race
 
 
-def _drop_before_a_step(result: Race, control: str) -> None:
-    kept = result.kept(control)
+def _drop_before_a_step(result: Race, control: str | tuple[str, str]) -> None:
+    if isinstance(control, str):
+        kept, name = result.kept(control), control
+    else:
+        kept = [a / b for a, b in zip(*map(result.kept, control))]
+        name = f"the rounds' ratio {control[0]} / {control[1]}"
     step = stats.step_change(kept)
     if step is None:
         return
     before, after = stats.median(kept[:step]), stats.median(kept[step:])
-    result.notes.append(f"{control} stepped from {before:.4g} to {after:.4g} at round {result.first_kept + step + 1}: "
+    result.notes.append(f"{name} stepped from {before:.4g} to {after:.4g} at round {result.first_kept + step + 1}: "
                         "the machine changed (on a VM, the host may have moved the vCPU), so the rounds before "
                         "were dropped and the race went on")
     result.first_kept += step

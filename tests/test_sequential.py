@@ -66,6 +66,21 @@ def test_a_step_in_the_control_drops_the_rounds_before_it():
     assert all(value < 75 for value in raced.kept("A")), "only rounds at the new level are kept"
 
 
+def test_a_race_judged_by_its_rounds_ratio_keeps_rounds_across_a_step_of_the_whole_machine():
+    """Both arms at half speed from round 12 on: their ratio stays, so a paired race keeps every round; a step in
+    the ratio itself drops the rounds before it."""
+    never = lambda values, alpha: False  # noqa: E731
+    whole = race(["A", "B"], arms(MIN_EFFECT, seed=5, step_at=12, spread=0.01), never, Plan(4, 40, 60), ("B", "A"),
+                 "test", progress=False)
+    assert whole.first_kept == 0 and not whole.notes
+
+    def b_doubles_from_round_12(r, order):
+        measured = arms(MIN_EFFECT, seed=r, spread=0.01)(r, order)
+        return {**measured, "B": measured["B"] * (2 if r >= 12 else 1)}
+    ratio = race(["A", "B"], b_doubles_from_round_12, never, Plan(4, 40, 60), ("B", "A"), "test", progress=False)
+    assert ratio.first_kept == 12 and ratio.notes[0].startswith("the rounds' ratio B / A stepped from")
+
+
 def test_looking_often_keeps_the_error_rate_below_alpha():
     """60 races of an effect just below the edge: how often does one end in a wrong `reproduced`? Rarely."""
     wrong = 0

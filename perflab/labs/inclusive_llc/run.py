@@ -128,7 +128,7 @@ def sweep(pair: Pair, settings: Settings, events: tuple[str, ...] = (), progress
             one_round,
             lambda ns, alpha: judge_sweep(ns, alpha, fractions)[0] in DECIDED,
             plan,
-            control=next(iter(sizes)),  # alone, or else the smallest size: it evicts nothing either
+            control=(label(fractions[-1]), label(fractions[0])),  # what judge_sweep compares, round by round
             desc="victim alone and beside each aggressor size, until decided",
             progress=progress,
         )

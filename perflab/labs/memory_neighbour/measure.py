@@ -112,7 +112,7 @@ def measure_race(placement: Placement, settings: Settings, decided: Callable[[di
             return ns
 
         plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
-        raced = race(ARMS, one_round, decided, plan, control=arm("far", "compute"),
+        raced = race(ARMS, one_round, decided, plan, control=(arm("far", "write"), arm("far", "compute")),
                      desc="both victims beside every neighbour mode, until decided", progress=progress)
     return {"race": raced.to_json(), **recorder.to_json()}
 # ANCHOR_END: round
