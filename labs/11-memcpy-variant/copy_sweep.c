@@ -8,9 +8,10 @@
  * Each size copies between two buffers 2 MiB + SHIFT apart, in one allocation
  * touched first: SHIFT keeps the destination off the source's offset in its
  * page, so that no load can be held behind the last copy's stores by 4 KiB
- * aliasing (lab 8) on a core that has it. Copies per block give each block about 64 KiB of
- * copying (at least 2,000 calls: a small copy takes a few nanoseconds, next to
- * clock_gettime's ~20 ns). A size is timed in BLOCKS blocks and the fastest is
+ * aliasing (lab 8) on a core that has it. A block copies 1 MiB in all, in
+ * at most 20,000 calls: tens of microseconds at every size, long next to
+ * clock_gettime's ~20 ns and short enough that most blocks see no
+ * interruption. A size is timed in BLOCKS blocks and the fastest is
  * printed: an interruption only ever adds time. Overhead: one busy CPU.
  *
  * First line: which memcpy this process got, as an offset into libc (dladdr
@@ -25,21 +26,21 @@
 
 #define MAX_SIZES 64
 #define SPAN (2u << 20)
-#define BLOCK_BYTES (64u << 10)
-#define MIN_COPIES 2000
+#define BLOCK_BYTES (1u << 20)
+#define MAX_COPIES 20000
 #define SHIFT 1088  /* 1 KiB and a cache line: not a multiple of 4 KiB, not inside one line */
 
 /* The size is volatile so each call goes to memcpy with a size known only at run time. */
 static double ns_per_copy(char *to, const char *from, size_t size, int blocks)
 {
     volatile size_t length = size;
-    long copies = BLOCK_BYTES / size > MIN_COPIES ? BLOCK_BYTES / size : MIN_COPIES;
+    long copies = BLOCK_BYTES / size < MAX_COPIES ? (long)(BLOCK_BYTES / size) : MAX_COPIES;
     double best = 0;
     for (int b = 0; b <= blocks; b++) {  // block 0 warms the caches and the branch predictors, untimed
         uint64_t start = perflab_now_ns();
         for (long i = 0; i < copies; i++) {
             memcpy(to, from, length);
-            __asm__ volatile("" ::: "memory");  // keep every copy: to is read by the next one's caller
+            __asm__ volatile("" ::: "memory");  // the compiler may neither drop nor merge the copies
         }
         double ns = (double)(perflab_now_ns() - start) / copies;
         if (b > 0 && (b == 1 || ns < best))
