@@ -6,10 +6,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pwd
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -329,6 +332,42 @@ def test_oslat_json_gives_the_histogram_of_the_thread_on_the_cpu_asked_for():
     assert oslat.parse_json(text, 5)["max_us"] == 14579
     with pytest.raises(PerflabError, match="no thread on CPU 3"):
         oslat.parse_json(text, 3)
+
+
+@pytest.mark.skipif(shutil.which("oslat") is None or os.geteuid() != 0, reason="needs oslat, and root to become a learner")
+def test_a_learner_without_root_runs_oslat(tmp_path):
+    """Without CAP_IPC_LOCK, oslat's locked thread stacks must fit RLIMIT_MEMLOCK (8 MiB here)."""
+    nobody = pwd.getpwnam("nobody")
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))  # tmp_path's parents are 0700: nobody could not reach it
+    os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.setgroups([])
+            os.setresgid(nobody.pw_gid, nobody.pw_gid, nobody.pw_gid)
+            os.setresuid(nobody.pw_uid, nobody.pw_uid, nobody.pw_uid)
+            timed = oslat.run_oslat(os.cpu_count() - 1, 0, 1, str(folder))
+            os.write(write, f"ok {timed['seconds']}".encode())
+        except BaseException as error:  # noqa: BLE001 - every failure goes to the parent
+            os.write(write, f"failed {error}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        report = pipe.read()
+    os.waitpid(child, 0)
+    shutil.rmtree(folder)
+    assert report.startswith("ok "), report
+
+
+def test_oslats_error_block_is_one_line():
+    block = ("ERROR:\nERROR: TEST((pthread_create(&(threads[i].thread_id), ((void *)0), thread_main, &(threads[i]))) == 0)\n"
+             "ERROR: at line 564\nERROR: errno=11 (Resource temporarily unavailable)\nERROR:\n")
+    assert oslat.oslat_error(block) == ("TEST((pthread_create(&(threads[i].thread_id), ((void *)0), thread_main, "
+                                        "&(threads[i]))) == 0) with errno=11 (Resource temporarily unavailable)")
+    assert oslat.oslat_error("oslat: invalid option -- 'z'\n") == "oslat: invalid option -- 'z'"
+    assert oslat.oslat_error("") == ""
 
 
 def test_oslat_counts_passes_of_two_us_or_more_per_second_and_survives_a_json_round_trip():

@@ -31,6 +31,7 @@ from ...verdict import ALPHA
 from .completions import SOURCE_DIR, BlockPlan, Skipped, rotated
 from .noise import ARMS, in_arm
 
+OSLAT_STACK = 1 << 20  # bytes: see run_oslat
 GAP_US = 2  # oslat's bucket 1 holds every undisturbed pass; from bucket 2 on, something else ran
 # Measured in wide (TCG, one host thread for 8 vCPUs), oslat on CPU 7 for 4 s, twice per arm, 2026-11-25.
 TCG_GAPS = "2,257 and 2,954 gaps with nothing reading, 1,899 and 3,833 while CPU 3 read the disk on CPU 7's interrupt"
@@ -62,11 +63,23 @@ def parse_json(text: str, cpu: int) -> dict[str, Any]:
 def run_oslat(cpu: int, main_cpu: int, seconds: int, folder: str) -> dict[str, Any]:
     """oslat on `cpu` for `seconds` (after its one-second preheat), its main thread parked on `main_cpu`."""
     output = Path(folder) / "oslat.json"
-    done = processes.run(["oslat", "-c", str(cpu), "-C", str(main_cpu), "-D", str(seconds), "-q",
-                          f"--json={output}"])
+    # oslat locks all its memory, thread stacks too: at the default 8 MiB stack, two threads pass a learner's
+    # 8 MiB RLIMIT_MEMLOCK and its pthread_create fails with EAGAIN; its loop needs a few KiB of stack.
+    done = processes.run(["prlimit", f"--stack={OSLAT_STACK}", "--", "oslat", "-c", str(cpu), "-C", str(main_cpu),
+                          "-D", str(seconds), "-q", f"--json={output}"])
     if done.returncode != 0 or not output.exists():
-        raise PerflabError(f"oslat failed: {done.stderr.strip() or done.returncode}")
+        raise PerflabError(f"oslat failed: {oslat_error(done.stderr) or f'exit code {done.returncode}'}")
     return parse_json(output.read_text(), cpu)
+
+
+def oslat_error(stderr: str) -> str:
+    """oslat's error block in one line: the failed test and its errno, else its last line with text.
+
+    oslat prints a block of "ERROR:" lines: the failed test, its source line, then errno."""
+    lines = [line.removeprefix("ERROR:").strip() for line in stderr.splitlines()]
+    lines = [line for line in lines if line]
+    failed = [line for line in lines if line.startswith(("TEST(", "errno="))]
+    return " with ".join(failed) if failed else (lines[-1] if lines else "")
 
 
 def time_loops(machine: Machine, plan: BlockPlan | Skipped, rounds: int, seconds: int,
