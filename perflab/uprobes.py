@@ -40,8 +40,9 @@ def parse_counts(output: str, library: str) -> dict[str, int]:
 
 
 def count_calls(argv: list[str], changes: SystemChanges, *, library: str = LIBC, pattern: str = "__memcpy_*",
-                timeout: float = 60.0) -> dict[str, int]:
+                timeout: float = 60.0, env: dict[str, str] | None = None) -> dict[str, int]:
     """Run argv under bpftrace and return function -> calls for each function matching `pattern` it called.
+    `env`: bpftrace's environment, and so the program's (default: this process's).
 
     Raises PerflabError with the reason when bpftrace is missing, cannot attach or finds no such function."""
     if shutil.which("bpftrace") is None:
@@ -51,7 +52,7 @@ def count_calls(argv: list[str], changes: SystemChanges, *, library: str = LIBC,
     tracefs_folder(changes, changes.root)
     command = " ".join(argv)
     done = processes.run(["bpftrace", "-f", "json", "-e", bpftrace_program(library, pattern), "-c", command],
-                         timeout=timeout)
+                         timeout=timeout, env=env)
     if "No probes to attach" in done.stdout + done.stderr:
         raise PerflabError(f"no function of {library} matches {pattern}: its debug symbols are missing "
                            "(Debian: apt install libc6-dbg)")

@@ -42,7 +42,16 @@ class Effect:
             value, low, high = (f"{v:+.{digits}%}" for v in (self.value, self.ci_low, self.ci_high))
         else:
             value, low, high = f"{self.value:+.3g} {self.unit}", f"{self.ci_low:+.3g}", f"{self.ci_high:+.3g}"
-        return f"{self.name}: {value} ({100 * self.confidence:.4g}% CI {low} to {high}, p = {self.p_value:.2g})"
+        return f"{self.name}: {value} ({confidence_text(self.confidence)} CI {low} to {high}, p = {self.p_value:.2g})"
+
+
+def confidence_text(confidence: float) -> str:
+    """0.95 -> "95%", 0.99375 -> "99.38%", 0.99995 -> "99.995%": enough digits never to round to 100%."""
+    for digits in range(4, 10):
+        text = f"{100 * confidence:.{digits}g}"
+        if text != "100" or confidence == 1:
+            return f"{text}%"
+    return f"{100 * confidence}%"
 
 
 @dataclass

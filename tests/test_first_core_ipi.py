@@ -334,7 +334,8 @@ def test_oslat_json_gives_the_histogram_of_the_thread_on_the_cpu_asked_for():
         oslat.parse_json(text, 3)
 
 
-@pytest.mark.skipif(shutil.which("oslat") is None or os.geteuid() != 0, reason="needs oslat, and root to become a learner")
+@pytest.mark.skipif(shutil.which("oslat") is None or os.geteuid() != 0,
+                    reason="needs oslat, and root to become a learner")
 def test_a_learner_without_root_runs_oslat(tmp_path):
     """Without CAP_IPC_LOCK, oslat's locked thread stacks must fit RLIMIT_MEMLOCK (8 MiB here)."""
     nobody = pwd.getpwnam("nobody")
@@ -362,8 +363,8 @@ def test_a_learner_without_root_runs_oslat(tmp_path):
 
 
 def test_oslats_error_block_is_one_line():
-    block = ("ERROR:\nERROR: TEST((pthread_create(&(threads[i].thread_id), ((void *)0), thread_main, &(threads[i]))) == 0)\n"
-             "ERROR: at line 564\nERROR: errno=11 (Resource temporarily unavailable)\nERROR:\n")
+    block = ("ERROR:\nERROR: TEST((pthread_create(&(threads[i].thread_id), ((void *)0), thread_main, "
+             "&(threads[i]))) == 0)\nERROR: at line 564\nERROR: errno=11 (Resource temporarily unavailable)\nERROR:\n")
     assert oslat.oslat_error(block) == ("TEST((pthread_create(&(threads[i].thread_id), ((void *)0), thread_main, "
                                         "&(threads[i]))) == 0) with errno=11 (Resource temporarily unavailable)")
     assert oslat.oslat_error("oslat: invalid option -- 'z'\n") == "oslat: invalid option -- 'z'"

@@ -13,6 +13,7 @@ import pytest
 from perflab import system
 from perflab.errors import PerflabError
 from perflab.probe import FACT_NAMES, Fact, Machine, probe
+from perflab.probe.kernel import bpf
 from perflab.sysfs import SysRoot
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
@@ -146,6 +147,27 @@ def test_tracing_facts():
     assert "function_graph" in intel.value("ftrace_tracers") and "osnoise" in amd.value("ftrace_tracers")
     assert kvm.value("kprobes") is False and "not mounted" in kvm.facts["kprobes"].note
     assert kvm.value("ftrace_tracers") == [] and "not mounted" in kvm.facts["ftrace_tracers"].note
+
+
+def test_bpf_facts_say_which_tools_work_without_tracefs(tmp_path):
+    """This course's KVM guests: BTF, uprobes and the tools, but no kprobes and no kernel headers."""
+    for path in ("sys/kernel/btf/vmlinux", "sys/bus/event_source/devices/uprobe/type", "usr/bin/bpftrace",
+                 "usr/sbin/softirqs"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    fact = bpf(SysRoot(tmp_path), "6.18.44")
+    assert fact.value == {"btf": True, "uprobes": True, "kprobes": False, "kernel_headers": False, "bpftrace": True,
+                          "libbpf_tools": True, "bcc": False}
+    assert fact.note.startswith("works: libbpf-tools on tracepoints (softirqs, hardirqs, runqlat), bpftrace on uprobes")
+    assert "no kprobes" in fact.note and "bcc's Python tools cannot compile" in fact.note
+    (tmp_path / "lib/modules/6.18.44/build").mkdir(parents=True)
+    (tmp_path / "sys/bus/event_source/devices/kprobe").mkdir()
+    fact = bpf(SysRoot(tmp_path), "6.18.44")
+    assert fact.value["kernel_headers"] and fact.value["kprobes"] and "cannot" not in fact.note
+    assert machine("kvm-2vcpu").facts["bpf"].note == ("no BPF tool of the course can run here; no kprobes: nothing "
+                                                     "attaches to a kernel function (funccount, funclatency on the "
+                                                     "kernel); no kernel headers: bcc's Python tools cannot compile "
+                                                     "their programs; no BTF: libbpf-tools cannot run")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="showing tracefs to a user who may not look in it needs root")

@@ -22,6 +22,7 @@ from .display import yes_no
 from .facts import FACT_NAMES, SCHEMA, Fact, Machine
 from .identity import cpu_flags, cpuinfo, decoded_cpuid, identity
 from .kernel import (
+    bpf,
     governor,
     hw_pmu,
     join,
@@ -65,6 +66,7 @@ def probe(root: SysRoot | None = None) -> Machine:
     facts["hw_pmu"] = hw_pmu(live, tag, missing_live)
     facts["perf_event_paranoid"] = perf_event_paranoid(root)
     facts["kprobes"], facts["ftrace_tracers"] = tracing(root)
+    facts["bpf"] = bpf(root, facts["kernel"].value)
     facts["privileges"] = privileges(live, tag, missing_live)
 
     facts["virtualization"] = virtualization(root, decoded, flags, tag)

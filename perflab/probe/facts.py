@@ -15,7 +15,7 @@ SCHEMA = 1
 FACT_NAMES = [
     "cpu_model", "vendor", "kernel", "online_cpus", "topology", "packages", "dies", "cores",
     "threads_per_core", "caches", "llc_inclusive", "numa_nodes", "la57_cpu", "paging_levels", "hw_pmu",
-    "perf_event_paranoid", "kprobes", "ftrace_tracers", "privileges", "virtualization", "isolcpus",
+    "perf_event_paranoid", "kprobes", "ftrace_tracers", "bpf", "privileges", "virtualization", "isolcpus",
     "nohz_full", "governor", "turbo",
 ]
 

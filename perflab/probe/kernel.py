@@ -150,6 +150,38 @@ def tracing(root: SysRoot) -> tuple[Fact, Fact]:
     return kprobes, tracers
 
 
+# Where Debian installs each BPF front end; libbpf-tools' softirqs stands for the whole package.
+BPF_TOOLS = {"bpftrace": "/usr/bin/bpftrace", "libbpf_tools": "/usr/sbin/softirqs", "bcc": "/usr/sbin/funccount-bpfcc"}
+
+
+def bpf(root: SysRoot, release: str | None) -> Fact:
+    """Which BPF tracing this kernel and this machine's tools allow, and what each lab can use of it.
+
+    Read without tracefs: the perf PMUs kprobe and uprobe exist when the kernel has kprobe and uprobe events."""
+    value = {"btf": root.exists("/sys/kernel/btf/vmlinux"),
+             "uprobes": root.exists("/sys/bus/event_source/devices/uprobe"),
+             "kprobes": root.exists("/sys/bus/event_source/devices/kprobe"),
+             "kernel_headers": root.exists("/sys/kernel/kheaders.tar.xz")
+             or bool(release and root.exists(f"/lib/modules/{release}/build")),
+             **{tool: root.exists(path) for tool, path in BPF_TOOLS.items()}}
+    works = []
+    if value["libbpf_tools"] and value["btf"]:
+        works.append("libbpf-tools on tracepoints (softirqs, hardirqs, runqlat)")
+    if value["bpftrace"] and value["uprobes"]:
+        works.append("bpftrace on uprobes (lab 11 counts memcpy's variants)")
+    cannot = []
+    if not value["kprobes"]:
+        cannot.append("no kprobes: nothing attaches to a kernel function (funccount, funclatency on the kernel)")
+    if not value["kernel_headers"]:
+        cannot.append("no kernel headers: bcc's Python tools cannot compile their programs")
+    if not value["btf"]:
+        cannot.append("no BTF: libbpf-tools cannot run")
+    note = "; ".join([f"works: {', '.join(works)}" if works else "no BPF tool of the course can run here", *cannot])
+    return Fact(value, "/sys/kernel/btf/vmlinux; /sys/bus/event_source/devices/{uprobe,kprobe}; "
+                       "/sys/kernel/kheaders.tar.xz or /lib/modules/RELEASE/build; " + ", ".join(BPF_TOOLS.values()),
+                note)
+
+
 def privileges(live: dict, tag: str, missing: str | None) -> Fact:
     source = "geteuid(), /proc/self/status CapEff" + tag
     euid = live.get("euid")
