@@ -36,6 +36,8 @@ KILL_POINTS = {
     "4k-aliasing": [("alias_sweep", 1), ("alias_sweep", 3), ("stencil", 1)],
     "hidden-quadratic": [("lookup", 1), ("flows", 2), ("perf record", 1)],
     "memory-neighbour": [("victim", 1), ("victim", 2), ("neighbour", 1)],
+    "memcpy-variant": [("copy_sweep", 1), ("bpftrace", 1), ("copy_sweep", 20)],  # naming, counting, racing
+    "profiler-overhead": [("busy_work", 1), ("perf record", 1), ("perf record", 5)],
 }
 # With a guest image, lab 4 boots QEMU: the first boot, and the second in both paging modes.
 BOOTING = [("qemu-system", 1), ("qemu-system", 2), ("qemu-system", 3)]

@@ -40,7 +40,8 @@ def test_the_affinity_note_says_whether_pinning_helped_or_hurt():
 
 
 def test_perfs_threads_are_summed_per_cpu_over_runs():
-    notes = reader_notes({ALONE: [{}], "perf -F 1000": [{"0": 10_000_000, "1": 30_000_000}, {"1": 40_000_000}]})
+    notes = reader_notes({ALONE: [{}], "perf -F 1000": [{"0": 10_000_000, "1": 30_000_000}, {"1": 40_000_000}],
+                          "perf -F 25000": [{}, {}]})
     assert notes == ["perf -F 1000: perf's own threads ran 40.0 ms a run while its workload process existed "
                      "(CPU 0 12%, CPU 1 88%)"]
 

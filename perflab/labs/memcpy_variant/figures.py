@@ -7,12 +7,14 @@ import numpy as np
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
-from ... import stats
+from ... import jupyter_figures, stats
 from ...sequential import Race
 from ...verdict import Verdict
 from . import recorded
 from .speedups import MIN_EFFECT, SMALL, arm_key, compare, medians_by_size, size_text, wins
 from .variants import CONTROL, DEFAULT, from_json
+
+jupyter_figures.enable()  # the figures are bare Figures: make Jupyter draw them as pictures
 
 DEFAULT_COLOUR, LOSES = "black", "#fde0dd"
 

@@ -50,7 +50,7 @@ def compare(values: dict[str, list[float]], arms: list[str], sizes: list[int], a
     rivals = [a for a in arms if a not in (DEFAULT, CONTROL)]
     judged = [s for s in sizes if s <= SMALL]
     split = alpha / max(1, len(rivals) * len(judged))
-    found = []
+    comparisons = []
     for size in judged:
         default = values[arm_key(DEFAULT, size)]
         for arm in rivals:
@@ -61,8 +61,8 @@ def compare(values: dict[str, list[float]], arms: list[str], sizes: list[int], a
             if CONTROL in arms:
                 beats_control = judge_paired_change("", values[arm_key(CONTROL, size)], mine, MIN_EFFECT,
                                                     alpha=split)[0] == "reproduced"
-            found.append(Comparison(arm, size, verdict, effect, beats_control))
-    return found
+            comparisons.append(Comparison(arm, size, verdict, effect, beats_control))
+    return comparisons
 
 
 # ANCHOR_END: compare

@@ -80,10 +80,10 @@ def find_variants(binary: Path) -> tuple[list[Variant], list[str]]:
     reach, in MASKS' order; and notes on what was dropped."""
     library, default_offset = resolved(binary, "")
     default = Variant(DEFAULT, function_name(library, default_offset), "")
-    found, notes, seen = [default], [], {default_offset: default}
+    kept, notes, seen = [default], [], {default_offset: default}
     control_offset = resolved(binary, CONTROL_TUNABLES)[1]
     if control_offset == default_offset:
-        found.append(Variant(CONTROL, default.function, CONTROL_TUNABLES))
+        kept.append(Variant(CONTROL, default.function, CONTROL_TUNABLES))
     else:
         notes.append(f"no control: this glibc does not ignore {CONTROL_TUNABLES}")
     for mask in MASKS:
@@ -93,11 +93,11 @@ def find_variants(binary: Path) -> tuple[list[Variant], list[str]]:
             continue
         seen[offset] = Variant(short(function_name(library, offset)), function_name(library, offset),
                                tunables_of(mask))
-        found.append(seen[offset])
+        kept.append(seen[offset])
     if default.function.startswith("libc+"):
         notes.append(f"the variants are named by their address in {library}: its debug symbols are missing "
                      "(Debian: apt install libc6-dbg)")
-    return found, notes
+    return kept, notes
 
 
 # ANCHOR_END: find

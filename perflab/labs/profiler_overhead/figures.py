@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from ... import stats
+from ... import jupyter_figures, stats
 from ...sequential import Race
 from ...verdict import Verdict
 from . import recorded
 from .run import ARMS, MIN_EFFECT
 from .workload import ALONE
+
+jupyter_figures.enable()  # the figures are bare Figures: make Jupyter draw them as pictures
 
 
 def slowdown_figure(values: dict[str, list[float]]) -> Figure:

@@ -178,7 +178,9 @@ def reader_notes(threads_ns: dict[str, list[dict[str, int]]]) -> list[str]:
         for run in runs:
             for cpu, ns in run.items():
                 totals[cpu] = totals.get(cpu, 0) + ns
-        whole = sum(totals.values()) or 1
+        if not totals:  # no look saw the workload's process (a kernel without /proc/PID/task/TID/children)
+            continue
+        whole = sum(totals.values())
         shares = ", ".join(f"CPU {cpu} {ns / whole:.0%}" for cpu, ns in sorted(totals.items(), key=lambda i: int(i[0])))
         notes.append(f"{arm}: perf's own threads ran {whole / len(runs) / 1e6:.1f} ms a run while its workload "
                      f"process existed ({shares})")
