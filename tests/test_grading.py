@@ -395,3 +395,27 @@ def test_a_workshop_regrade_runs_the_learners_code_as_the_learner_not_root(tmp_p
         assert (home / "uid").read_text() == str(nobody.pw_uid)
     finally:
         shutil.rmtree(home)
+
+
+@pytest.mark.parametrize("cells", [
+    ["from perflab.labs.memcpy_variant import exercises as lab\nLOSES_AT = lab.lost_sizes(result)"],
+    ["from perflab.labs.memcpy_variant.exercises import lost_sizes as ls", "f = ls\nLOSES_AT = f(result)"],
+    ["import perflab.labs.memcpy_variant.speedups as s\nLOSES_AT = sorted({c.size for c in s.wins(c)})"],
+    ["from perflab.labs.memcpy_variant import exercises as lab\ndef mine(r):\n    return getattr(lab, 'lost_sizes')(r)"],
+    ["import sys\nclass Answer:\n    sizes = sys.modules['perflab.labs.memcpy_variant.exercises'].lost_sizes"],
+])
+def test_a_course_function_that_computes_the_answer_is_refused_anywhere(cells):
+    from perflab.grading.own_code import reached
+    from perflab.labs.memcpy_variant import exercises, speedups
+
+    assert reached(cells, (exercises.lost_sizes, speedups.wins)).startswith("your notebook calls perflab.labs.")
+
+
+def test_the_answer_worked_out_from_the_notes_is_the_learners():
+    from perflab.grading.own_code import reached
+    from perflab.labs.memcpy_variant import exercises
+
+    cells = ["from perflab.labs.memcpy_variant import exercises as lab\nresult = lab.measure_here()",
+             "LOSES_AT = [int(n.split()[1]) for n in result['verdict']['notes'] if n.startswith('at ')]",
+             "def lost_sizes(r):\n    return []"]  # a function of their own under the course's name is theirs
+    assert reached(cells, (exercises.lost_sizes,)) is None

@@ -178,6 +178,27 @@ def refused_call(
     return None
 
 
+def reached(cells: Iterable[str], refused: Iterable[Callable]) -> str | None:
+    """Which of `refused` (the course's functions that compute an answer the grader recomputes) the notebook's
+    code names anywhere, at the top level or in a function, under any name, or None."""
+    trees = python_of(cells)
+    notebook = Scope([node for tree in trees for node in _without_nested(tree.body)])
+    places: list[tuple[Scope, Iterable[ast.AST]]] = [(notebook, _without_nested(tree.body)) for tree in trees]
+    for node in (node for tree in trees for node in ast.walk(tree)):
+        if isinstance(node, FUNCTIONS):
+            body = node.body if isinstance(node.body, list) else [node.body]
+            places.append((_scope_of(node, notebook), _without_nested(body)))
+        elif isinstance(node, ast.ClassDef):
+            places.append((notebook, _without_nested(node.body)))
+    answers = list(refused)
+    for scope, nodes in places:
+        for node in nodes:
+            for path in _named_by(node, scope):
+                if any(_is(path, function) for function in answers):
+                    return f"your notebook calls {path}, which computes the answer: work it out yourself"
+    return None
+
+
 def _scope_of(definition: ast.AST, notebook: Scope) -> Scope:
     arguments = definition.args
     parameters = {
