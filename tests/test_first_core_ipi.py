@@ -23,7 +23,7 @@ from conftest import REPO, run_cli
 from perflab import journal
 from perflab.errors import PerflabError
 from perflab.knobs import RqAffinity, TracefsMount
-from perflab.labs.first_core_ipi import LAB, figures, noise, oslat, recorded, tracepoints
+from perflab.labs.first_core_ipi import LAB, figures, irqtime, noise, oslat, recorded, tracepoints
 from perflab.labs.first_core_ipi.blockdev import scratch_disk
 from perflab.labs.first_core_ipi.completions import (
     BlockPlan,
@@ -43,6 +43,7 @@ from perflab.vm.profiles import SCRATCH_SERIAL, TCG_SINGLE_THREAD
 
 CAPTURES = REPO / "tests" / "fixtures" / "proc"
 OSNOISE = REPO / "tests" / "fixtures" / "osnoise"  # traces from the wide VM's RT kernel, CPU 7 taking disk interrupt 34
+BPFTRACE = REPO / "tests" / "fixtures" / "bpftrace"  # irqtime.PROGRAM's output, this guest, CPU 0 reading vda
 OSLAT = REPO / "tests" / "fixtures" / "oslat"  # oslat --json: this KVM guest's CPU 1 (vda's interrupt), and wide's
 SAVED = REPO / "tests" / "fixtures" / "first-core-ipi"  # results saved by `perflab run first-core-ipi`
 VDA = BlockPlan(disk="vda", read_path="/dev/vda", queues=1, irq=36, irq_cpu=1, submitter=0, shares_llc=True)
@@ -400,6 +401,77 @@ def test_oslat_says_why_it_cannot_run(monkeypatch, plan, vendor, installed, reas
     found = oslat.why_not(machine, plan)
     assert found is None if reason is None else reason in found
     assert oslat.notes({"skipped": "why"}) == ["oslat (part 3) not run: why"]
+
+
+# ---------------------------------------------------------------- bpftrace's interrupt times per CPU
+
+SOFTIRQS = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"]
+
+
+def test_bpftraces_maps_give_each_cpus_time_in_each_interrupt():
+    timed = irqtime.parse_maps((BPFTRACE / "irq-kvm-reading-from-cpu0.json").read_text(), SOFTIRQS)
+    assert timed["hard"]["1"]["irq 36 virtio1-req.0"] == [31951, 43476784]
+    assert timed["soft"]["1"]["BLOCK"] == [31956, 64944762] and "BLOCK" not in timed["soft"]["0"]
+    timed["seconds"] = 2.0
+    assert irqtime.in_irq(timed, 1, "hard", "36") == pytest.approx(43476784 / 2e9)
+    assert irqtime.in_irq(timed, 1, "hard") == pytest.approx((43476784 + 7187 + 14178) / 2e9)
+    assert irqtime.in_irq(timed, 0, "soft", "BLOCK") == 0 and irqtime.counted(timed, 1, "soft", "BLOCK") == 31956
+
+
+def test_the_notes_set_bpftraces_counts_beside_procs_and_say_why_when_not_timed():
+    timed = irqtime.parse_maps((BPFTRACE / "irq-kvm-reading-from-cpu0.json").read_text(), SOFTIRQS)
+    proc = {"interrupts": {"36": {"0": 0, "1": 31960}, "CAL": {"0": 31000, "1": 3}},
+            "softirqs": {"BLOCK": {"0": 0, "1": 31962}}}
+    reading = {"arm": "reading", "irq_time": {**timed, "seconds": 1.0, "proc": proc}}
+    idle = {"arm": "idle", "irq_time": {"seconds": 1.0, "hard": {}, "soft": {}, "proc": proc}}
+    lines = irqtime.notes({"cpu": 1, "reader": 0, "disk": "vda", "samples": [reading, idle]})
+    assert lines[0].startswith("bpftrace on the irq tracepoints, CPU 1 (the disk's interrupt and oslat's): 4.35% of "
+                               "its time in hard interrupts (irq 36: 4.35%) and 6.63% in softirqs (BLOCK: 6.49%) "
+                               "while CPU 0 read vda; 0.00%")
+    assert lines[2] == ("counted beside /proc on CPU 1 while reading: irq 36 31,951 by bpftrace, 31,960 in "
+                        "/proc/interrupts; BLOCK softirqs 31,956 by bpftrace, 31,962 in /proc/softirqs")
+    assert irqtime.notes({"irq_time_skipped": "why", "samples": []}) == [
+        "interrupt times per CPU (bpftrace) not measured: why"]
+
+
+@pytest.mark.parametrize("root, installed, reason", [
+    (False, True, "only as root"), (True, False, "install Debian's bpftrace"), (True, True, None)])
+def test_irq_times_say_why_they_cannot_be_measured(monkeypatch, root, installed, reason):
+    monkeypatch.setattr(irqtime.shutil, "which", lambda tool: f"/usr/bin/{tool}" if installed else None)
+    machine = Machine({"privileges": Fact({"root": root}, "t"), "virtualization": Fact({"vendor": "KVM"}, "t")})
+    found = irqtime.why_not(machine)
+    assert found is None if reason is None else reason in found
+
+
+def test_bpftrace_counts_the_disks_interrupts_as_proc_does_and_leaves_tracefs_as_it_was():
+    machine = LAB.probe()
+    plan = block_plan(machine, default_root())
+    if irqtime.why_not(machine) or isinstance(plan, Skipped):
+        pytest.skip(irqtime.why_not(machine) or plan.reason)
+    mounted = TracefsMount().read()
+    timed = oslat.time_loops_on(plan, 1, 1, False, None)
+    assert "irq_time_skipped" not in timed and TracefsMount().read() == mounted
+    reading = next(s["irq_time"] for s in timed["samples"] if s["arm"] == "reading")
+    cpu = plan.irq_cpu
+    by_proc = reading["proc"]["interrupts"][str(plan.irq)][str(cpu)]
+    assert by_proc > 1000 and abs(irqtime.counted(reading, cpu, "hard", str(plan.irq)) - by_proc) <= 0.01 * by_proc
+    assert irqtime.in_irq(reading, cpu, "hard", str(plan.irq)) > 0
+    with journal.SystemChanges() as changes, irqtime.IrqTimer(changes, ("CAL",)) as at_once:
+        pass  # bpftrace 0.17 loses a SIGINT sent just after it attached, and hung until killed
+    assert set(at_once.timed) == {"seconds", "hard", "soft", "proc"}
+
+
+def test_a_bpftrace_that_cannot_attach_leaves_oslat_running_and_says_why(monkeypatch, tmp_path):
+    def cannot(*args, **kwargs):
+        raise irqtime.NoIrqTimes("bpftrace could not attach to the irq tracepoints: ERROR: no BTF")
+
+    monkeypatch.setattr(oslat, "IrqTimer", cannot)
+    monkeypatch.setattr(oslat, "run_oslat", lambda *a: {"seconds": 1.0, "max_us": 3, "histogram": [[1, 10]]})
+    monkeypatch.setattr(oslat, "in_arm", lambda *a: __import__("contextlib").nullcontext())
+    timed = oslat.time_loops_on(VDA, 2, 1, False, None)
+    assert len(timed["samples"]) == 4 and not any("irq_time" in s for s in timed["samples"])
+    assert irqtime.notes(timed) == ["interrupt times per CPU (bpftrace) not measured: bpftrace could not attach to "
+                                    "the irq tracepoints: ERROR: no BTF"]
 
 
 def osnoise_tree(tmp_path: Path, tracers: str) -> Path:

@@ -28,7 +28,7 @@ from perflab.vm import image
 KILL_POINTS = {
     "core-to-core": [("pingpong", 1), ("pingpong", 3), ("perf --version", 1)],
     "inclusive-llc": [("aggressor .* -i", 1), ("victim", 1), ("victim", 6)],
-    "first-core-ipi": [("bystander", 1), ("perf stat", 1), ("oslat", 1)],
+    "first-core-ipi": [("bystander", 1), ("perf stat", 1), ("oslat", 1), ("bpftrace", 2)],
     "page-table-levels": [("make", 1), ("cpuid", 1)],  # no guest image here: only the probe's helpers run
     "numa-static-data": [("shared_global", 1), ("shared_global", 12), ("shared_global", 30)],
     "loop-alignment": [("offset_sweep", 1), ("objdump", 1), (r"offset_sweep .*-o \d+,\d+", 1)],

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from ... import stats
 from ...plots import distributions
 from ...verdict import Verdict
-from . import noise, oslat, recorded
+from . import irqtime, noise, oslat, recorded
 from .completions import MODES, plan_from_json, predicted_cpu
 from .run import OPERATIONS, ROWS, gaps_per_op, per_op
 
@@ -151,6 +151,30 @@ def oslat_figure(timed: dict[str, Any]) -> Figure:
     return figure
 
 
+def irq_time_figure(timed: dict[str, Any]) -> Figure:
+    """bpftrace's share of each CPU's time in hard interrupts and softirqs, reading against idle: bars the mean,
+    dots the rounds."""
+    windows = [s for s in timed["samples"] if "irq_time" in s]
+    figure = Figure(figsize=(9, 3.2))
+    axes = figure.subplots(1, 2, sharey=True)
+    for ax, kind, title in ((axes[0], "hard", "hard interrupts"), (axes[1], "soft", "softirqs")):
+        for offset, arm, colour in ((-0.2, "reading", SHARED_COLOUR), (0.2, "idle", SEPARATE_COLOUR)):
+            cpus = (timed["cpu"], timed["reader"])
+            shares = [[100 * irqtime.in_irq(s["irq_time"], cpu, kind) for s in windows if s["arm"] == arm]
+                      for cpu in cpus]
+            ax.bar([i + offset for i in range(len(cpus))], [stats.mean(v) for v in shares], 0.4, color=colour,
+                   label=f"CPU {timed['reader']} reads {timed['disk']}" if arm == "reading" else "nothing reads")
+            for i, values in enumerate(shares):
+                ax.plot([i + offset] * len(values), values, "k.", markersize=3)
+        ax.set_xticks([0, 1], [f"CPU {timed['cpu']}\n(the disk's interrupt)", f"CPU {timed['reader']}\n(the reader)"])
+        ax.set_title(f"time in {title}, per CPU (bpftrace)", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("% of the CPU's time")
+    axes[0].legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
 def original_case_figure(data: dict[str, Any] | None = None) -> Figure:
     """The original case's CAL and TLB rows: the hot CPU's count against the range the report gives for the others."""
     data = data or recorded.load()
@@ -186,6 +210,9 @@ def figures(verdict: Verdict) -> list[tuple[str, Any]]:
     timed = result.get("oslat", {})
     if timed.get("samples"):
         shown.append((f"What a spinning thread on CPU {timed['cpu']} sees: oslat's loop times", oslat_figure(timed)))
+    if any("irq_time" in s for s in timed.get("samples", [])):
+        shown.append(("Where the disk's interrupts took the time: each CPU's share in them, by bpftrace",
+                      irq_time_figure(timed)))
     hunted = result.get("noise", {})
     if hunted.get("samples"):
         shown.append((f"What osnoise named on CPU {hunted['cpu']}, the disk's interrupt's CPU", noise_figure(hunted)))

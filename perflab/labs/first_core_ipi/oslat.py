@@ -26,9 +26,13 @@ from tqdm.auto import tqdm
 from ... import processes, stats
 from ...build import ensure_built
 from ...errors import PerflabError
+from ...journal import SystemChanges
 from ...probe import Machine
 from ...verdict import ALPHA
 from .completions import SOURCE_DIR, BlockPlan, Skipped, rotated
+from .irqtime import IrqTimer, NoIrqTimes
+from .irqtime import notes as irq_time_notes
+from .irqtime import why_not as why_no_irq_times
 from .noise import ARMS, in_arm
 
 OSLAT_STACK = 1 << 20  # bytes: see run_oslat
@@ -87,24 +91,42 @@ def time_loops(machine: Machine, plan: BlockPlan | Skipped, rounds: int, seconds
     """oslat's loop on the disk interrupt's CPU (see time_loops_on), or {"skipped": why}."""
     if reason := why_not(machine, plan):
         return {"skipped": reason}
-    return time_loops_on(plan, rounds, seconds, progress)
+    return time_loops_on(plan, rounds, seconds, progress, why_no_irq_times(machine))
 
 
 # ANCHOR: oslat
-def time_loops_on(plan: BlockPlan, rounds: int, seconds: int, progress: bool) -> dict[str, Any]:
-    """Rounds of both arms: {"cpu", "reader", "disk", "samples": one per arm and round, with oslat's histogram}."""
+def time_loops_on(plan: BlockPlan, rounds: int, seconds: int, progress: bool,
+                  no_irq_times: str | None = "not asked for") -> dict[str, Any]:
+    """Rounds of both arms: {"cpu", "reader", "disk", "samples": one per arm and round, with oslat's histogram
+    and bpftrace's interrupt times per CPU ("irq_time") unless `no_irq_times` says why not}."""
     cpu, reader, samples = plan.irq_cpu, ensure_built(SOURCE_DIR, "blockread"), []
-    with tempfile.TemporaryDirectory(prefix="perflab-oslat-") as folder, \
+    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-oslat-") as folder, \
             tqdm(total=2 * rounds, desc=f"oslat: a spinning thread on CPU {cpu}", disable=not progress,
                  file=sys.stderr, leave=False) as bar:
         for r in range(rounds):
             for arm in rotated(ARMS, r):
-                with in_arm(arm, reader, plan, folder):
-                    timed = run_oslat(cpu, plan.submitter, seconds, folder)
+                timed, no_irq_times = spin_timed(arm, reader, plan, seconds, folder, changes, no_irq_times)
                 samples.append({"round": r, "arm": arm, **timed})
                 bar.update()
-    return {"cpu": cpu, "reader": plan.submitter, "disk": plan.disk, "samples": samples}
+    return {"cpu": cpu, "reader": plan.submitter, "disk": plan.disk, "samples": samples,
+            **({"irq_time_skipped": no_irq_times} if no_irq_times else {})}
 # ANCHOR_END: oslat
+
+
+def spin_timed(arm: str, reader: Path, plan: BlockPlan, seconds: int, folder: str, changes: SystemChanges,
+               no_irq_times: str | None) -> tuple[dict[str, Any], str | None]:
+    """oslat on the interrupt's CPU in one arm, under bpftrace's interrupt timer unless there is a reason not to (or
+    it fails now: then oslat runs alone, and the reason is kept for the rest of the run). The timer starts before
+    the reader and ends after it, so bpftrace's counts and /proc's cover the same reads."""
+    if no_irq_times is None:
+        try:
+            with IrqTimer(changes, (str(plan.irq), "CAL")) as timer, in_arm(arm, reader, plan, folder):
+                timed = run_oslat(plan.irq_cpu, plan.submitter, seconds, folder)
+            return {**timed, "irq_time": timer.timed}, None
+        except NoIrqTimes as err:
+            no_irq_times = str(err)
+    with in_arm(arm, reader, plan, folder):
+        return run_oslat(plan.irq_cpu, plan.submitter, seconds, folder), no_irq_times
 
 
 def gaps_per_second(samples: list[dict[str, Any]], arm: str) -> list[float]:
@@ -125,4 +147,4 @@ def notes(timed: dict[str, Any]) -> list[str]:
             f"CPU {timed['reader']} read {timed['disk']}, {stats.mean(idle):,.0f} while nothing read (difference "
             f"{difference:,.0f}, {1 - ALPHA:.0%} CI {low:,.0f} to {high:,.0f}, p={p:.2g}); the longest pass "
             f"{longest['reading']:,} us reading, {longest['idle']:,} us idle (in a VM the longest is often the "
-            "host's: compare the histograms)"]
+            "host's: compare the histograms)", *irq_time_notes(timed)]
