@@ -408,7 +408,7 @@ def test_a_course_function_that_computes_the_answer_is_refused_anywhere(cells):
     from perflab.grading.own_code import reached
     from perflab.labs.memcpy_variant import exercises, speedups
 
-    assert reached(cells, (exercises.lost_sizes, speedups.wins)).startswith("your notebook calls perflab.labs.")
+    assert reached(cells, (exercises.lost_sizes, speedups.wins)).startswith("your notebook uses perflab.labs.")
 
 
 def test_the_answer_worked_out_from_the_notes_is_the_learners():
@@ -419,3 +419,40 @@ def test_the_answer_worked_out_from_the_notes_is_the_learners():
              "LOSES_AT = [int(n.split()[1]) for n in result['verdict']['notes'] if n.startswith('at ')]",
              "def lost_sizes(r):\n    return []"]  # a function of their own under the course's name is theirs
     assert reached(cells, (exercises.lost_sizes,)) is None
+
+
+def _refusing_exercises():
+    from perflab.manifest.exercises import load_manifest
+
+    return [e for e in load_manifest().exercises if getattr(e.check_function(), "refused", ())]
+
+
+@pytest.mark.parametrize("exercise", _refusing_exercises(), ids=lambda e: e.name)
+def test_what_the_course_computes_for_an_answer_is_refused_under_another_name(exercise):
+    import importlib
+
+    from perflab.grading import own_work
+
+    check = exercise.check_function()
+    module = importlib.import_module(f"{exercise.lab.package}.exercises")
+    for answer in check.refused:
+        if callable(answer):
+            where, name = answer.__module__, answer.__name__
+        else:  # a constant, such as a known fix, by its name in the exercises' module
+            where, name = module.__name__, next(n for n, v in vars(module).items() if v is answer)
+        cells = [f"import {where} as course\nmine = course.{name}", "ANSWER = mine"]
+        refused, = own_work(check, cells)
+        assert refused.status == FAILED and refused.got.startswith(f"your notebook uses {where}.{name}")
+    assert own_work(check, ["ANSWER = 42"]) == []
+
+
+def test_the_crossover_and_the_flood_suspect_are_the_learners_own():
+    from perflab.grading.own_code import refused_call
+    from perflab.labs.hidden_quadratic.programs import crossover
+    from perflab.labs.memory_neighbour.exercises import flood_suspect
+
+    wrapper = "from perflab.labs.hidden_quadratic import programs\ndef crossover(*a):\n    return programs.crossover(*a)"
+    assert "calls perflab.labs.hidden_quadratic.programs.crossover" in refused_call([wrapper], "crossover", crossover)
+    suspect = ("from perflab.labs.memory_neighbour import exercises as lab\ndef flood_suspect(p):\n"
+               "    return lab.flood_suspect(p)")
+    assert "calls perflab.labs.memory_neighbour" in refused_call([suspect], "flood_suspect", flood_suspect)

@@ -104,6 +104,28 @@ def calls(**functions: Callable[[], list[list]]):
     return mark
 
 
+def refuses(*answers: Any):
+    """Declare what in the course computes a check's answers (functions, and constants such as a known fix): a
+    notebook whose code names any of them, under any name (perflab.grading.own_code.reached), fails.
+
+        @refuses(lost_sizes, KNOWN_FIX)
+        def predict(answers): ...
+    """
+    def mark(check_function: Callable) -> Callable:
+        check_function.refused = answers
+        return check_function
+    return mark
+
+
+def own_work(check_function: Callable, code: list[str]) -> list[Check]:
+    """A failed check naming the course's answer the notebook reached for, if it did."""
+    from .own_code import reached
+
+    if shortcut := reached(code, getattr(check_function, "refused", ())):
+        return [Check("your answers are your own work", FAILED, "worked out in your notebook", shortcut)]
+    return []
+
+
 class Answers(dict):
     """What the learner's kernel produced: plain values by name, FunctionAnswers, the inputs they were given, and
     the notebook's code (each code cell graded), for the checks that read it."""
@@ -147,7 +169,7 @@ def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = T
     code = [cell.source for _, cell in graded_cells(saved) if cell.cell_type == "code"]
     answered = written.answers(read_notebook(exercise.exercise_path), saved, manifest.stub_markdown)
     values, errors = run_notebook(saved, path.parent, inputs, exercise.budget_s if timeout is None else timeout)
-    checks = check_function(Answers(values, inputs, code))
+    checks = own_work(check_function, code) + check_function(Answers(values, inputs, code))
     checks += [written.check(answer, manifest.stub_markdown) for answer in answered]
     report = Report(name, checks, errors, written={a.question.text: a.text for a in answered})
     recorded = False

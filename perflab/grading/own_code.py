@@ -178,9 +178,12 @@ def refused_call(
     return None
 
 
-def reached(cells: Iterable[str], refused: Iterable[Callable]) -> str | None:
-    """Which of `refused` (the course's functions that compute an answer the grader recomputes) the notebook's
-    code names anywhere, at the top level or in a function, under any name, or None."""
+def reached(cells: Iterable[str], refused: Iterable[object]) -> str | None:
+    """Which of `refused` (what in the course computes an answer the grader recomputes: functions, constants) the
+    notebook's code names anywhere, at the top level or in a function, under any name; None if none."""
+    answers = list(refused)
+    if not answers:
+        return None
     trees = python_of(cells)
     notebook = Scope([node for tree in trees for node in _without_nested(tree.body)])
     places: list[tuple[Scope, Iterable[ast.AST]]] = [(notebook, _without_nested(tree.body)) for tree in trees]
@@ -190,12 +193,11 @@ def reached(cells: Iterable[str], refused: Iterable[Callable]) -> str | None:
             places.append((_scope_of(node, notebook), _without_nested(body)))
         elif isinstance(node, ast.ClassDef):
             places.append((notebook, _without_nested(node.body)))
-    answers = list(refused)
     for scope, nodes in places:
         for node in nodes:
             for path in _named_by(node, scope):
-                if any(_is(path, function) for function in answers):
-                    return f"your notebook calls {path}, which computes the answer: work it out yourself"
+                if any(_is(path, answer) for answer in answers):
+                    return f"your notebook uses {path}, which computes the answer: work it out yourself"
     return None
 
 
@@ -220,6 +222,6 @@ def _named_by(node: ast.AST, scope: Scope) -> Paths:
     return set()
 
 
-def _is(path: str, reference: Callable) -> bool:
+def _is(path: str, reference: object) -> bool:
     found = _object_at(path)
     return found is not None and found is reference

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...build import compile_variant
 from ...errors import PerflabError
-from ...grading import FAILED, PASSED, Check
+from ...grading import FAILED, PASSED, Check, refuses
 from ...grading.answers import learner_source_copy
 from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
@@ -130,6 +130,7 @@ def _chosen_line(chosen, baseline: str) -> Check:
                  shown(chosen) + ("" if number in lines else ": not on the main thread's critical path"))
 
 
+@refuses(critical_lines, known_fix, known_wrong_fix)
 def find_the_line(ns: dict) -> list[Check]:
     baseline = EXERCISE_SOURCE.read_text()
     checks = [_chosen_line(ns.get("CHOSEN_LINE"), baseline)]

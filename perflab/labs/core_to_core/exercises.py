@@ -12,7 +12,7 @@ import random
 from dataclasses import replace
 
 from ... import stats
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls, refuses
 from ...grading.answers import close, function_check, saved_result
 from ...grading.live import busy_check, watched
 from ...grading.numbers import shown
@@ -76,6 +76,7 @@ def harmonic_mean(ns: Answers) -> list[Check]:
     return checks
 
 
+@refuses(best_pipeline)
 def pipeline_pinning(ns: dict) -> list[Check]:
     matrix = load(PIPELINE_MATRIX)
     analysis = analyze(matrix)
@@ -141,6 +142,7 @@ def _crossed_level(analysis: dict, placement: list[int]) -> str | None:
     return crossed
 
 
+@refuses(lab.relation)
 def measure_pair(ns: dict) -> list[Check]:
     machine = probe()
     pair = ns.get("pair")

@@ -16,7 +16,7 @@ from typing import Any
 from ...build import ensure_built
 from ...cpulist import format_cpulist, parse_cpulist
 from ...errors import PerflabError
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls, refuses
 from ...grading.answers import function_check
 from ...grading.live import busy_check, watched
 from ...grading.numbers import shown
@@ -63,6 +63,7 @@ def rows_that_rise(raced: Race, op: str, victim: int) -> tuple[set[str] | None, 
     return rising, ", ".join(said)
 
 
+@refuses(rows_that_rise)
 def predict_rows(ns: Answers) -> list[Check]:
     predicted = ns.get("RISES")
     valid = isinstance(predicted, dict) and set(predicted) == set(OPERATIONS) and all(

@@ -20,7 +20,7 @@ from typing import Any
 
 from ... import results, stats
 from ...build import ensure_built
-from ...grading import FAILED, PASSED, Answers, Check, calls
+from ...grading import FAILED, PASSED, Answers, Check, calls, refuses
 from ...grading.answers import function_check, saved_result
 from ...grading.races import race_fixes
 from ...lock import measurement_lock
@@ -77,6 +77,7 @@ def sweep_here(rounds: int | None = None, cpu: int | None = None, progress: bool
 
 
 @calls(meets_a_store=fresh_cases)
+@refuses(stores_back_needed)
 def predict(ns: Answers) -> list[Check]:
     checks = [function_check(ns, "meets_a_store", meets_a_store, 0)]
     saved, found = saved_result(ns, "sweep_here()")

@@ -13,9 +13,10 @@ from __future__ import annotations
 import random
 
 from ...errors import PerflabError
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Check, calls
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Check, calls, refuses
 from ...grading.answers import saved_result
 from ...grading.kernel import CallError, FunctionAnswer
+from ...grading.own_code import refused_call
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...sequential import Plan
 from .export import (
@@ -57,6 +58,9 @@ def _crossover_check(answers) -> Check:
     if not isinstance(learner, FunctionAnswer) or learner.module != "__main__":
         return Check("crossover is defined in your notebook", FAILED, "a function written in your notebook",
                      "not defined" if not isinstance(learner, FunctionAnswer) else f"a function from {learner.module}")
+    if refused := refused_call(answers.code, "crossover", crossover):
+        return Check("crossover is your own", FAILED, "a function written in your notebook, not a call of the answer",
+                     refused)
     for arguments, got in zip(answers.inputs["crossover"], learner.results):
         expected = crossover(*arguments)
         if isinstance(got, CallError) or got != expected:
@@ -95,6 +99,7 @@ def strcat_lines(source: str) -> list[int]:
     return [number for number, code in enumerate(source.splitlines(), 1) if code.strip().startswith("strcat(text,")]
 
 
+@refuses(strcat_lines)
 def find_the_line(answers) -> list[Check]:
     lines = strcat_lines(EXPORT_SOURCE.read_text())
     chosen = answers.get("QUADRATIC_LINE")
@@ -122,6 +127,7 @@ def _exponent(times: dict[int, list[float]]) -> Check:
                  f"{', '.join(map(str, EXPORT_SIZES))}")
 
 
+@refuses(known_fix, known_wrong_fix)
 def fix(answers) -> list[Check]:
     baseline = EXPORT_SOURCE.read_text()
     mine = answers.get("MY_SOURCE")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 from ... import cpuid
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls, refuses
 from ...grading.answers import function_check
 from ...grading.live import busy_check, watched
 from ...grading.numbers import shown
@@ -80,6 +80,7 @@ def _same(name: str, expected, got, shown_expected: str | None = None) -> Check:
     return Check(name, PASSED if got == expected else FAILED, shown_expected or shown(expected), shown(got))
 
 
+@refuses(simulated_evictions)
 def predict_and_measure(ns: dict) -> list[Check]:
     llc = _described_llc()
     checks = [_same("the described L3 is inclusive (EDX bit 1)", llc["inclusive"], ns.get("LLC_INCLUSIVE")),
@@ -126,6 +127,7 @@ def _fresh_measurement(machine, claim, reason=None) -> Check:
     return Check(name, PASSED if claim == fresh else FAILED, f"{fresh!r} (fresh run: {reason})", shown(claim))
 
 
+@refuses(simulated_evictions)
 def noisy_neighbour(ns: dict) -> list[Check]:
     machine = described_machine()
     noisy, irq = DESCRIBED_NOISY_CPU, DESCRIBED_IRQ_CPU

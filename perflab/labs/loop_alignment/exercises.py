@@ -18,7 +18,7 @@ from typing import Any
 
 from ... import stats
 from ...errors import PerflabError
-from ...grading import FAILED, PASSED, Answers, Check, calls
+from ...grading import FAILED, PASSED, Answers, Check, calls, refuses
 from ...grading.answers import close, function_check
 from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
@@ -115,6 +115,7 @@ def _branch_crosses(loop: layout.Loop, block: int) -> bool:
     return layout.crosses(*loop.branch_span(), block)
 
 
+@refuses(KNOWN_FIX)
 def slow_build_fix(ns: dict) -> list[Check]:
     slow = exercise_slow_build()
     slow_binary = build_variant(EXERCISE_SOURCE, slow, EXERCISE_BUILD_DIR)
@@ -230,6 +231,7 @@ def fresh_shares() -> list[list]:
 
 
 @calls(my_loop_crosses=fresh_shares)
+@refuses(alignment_drop, _spans)
 def talk_numbers(ns: Answers) -> list[Check]:
     expected, got = alignment_drop(), ns.get("ALIGNMENT_DROP")
     same = isinstance(got, (tuple, list)) and len(got) == 2 and all(close(g, e) for g, e in zip(got, expected))

@@ -19,6 +19,7 @@ from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
 from ...grading.answers import function_check
 from ...grading.kernel import FunctionAnswer
 from ...grading.live import Watched, busy_check, watched
+from ...grading.own_code import refused_call
 from ...lock import measurement_lock
 from ...sequential import DECIDED, Race
 from .measure import arm, measure_race
@@ -91,6 +92,9 @@ def names_check(ns: Answers, name: str) -> Check:
     if learner.module != "__main__":
         return Check(f"{name} is your own", FAILED, "a function written in your notebook", "a function from "
                                                                                            f"{learner.module}")
+    if refused := refused_call(ns.code, name, flood_suspect):
+        return Check(f"{name} is your own", FAILED, "a function written in your notebook, not a call of the answer",
+                     refused)
     for arguments, got in zip(ns.inputs[name], learner.results):
         expected = flood_suspect(*arguments)
         if got != expected:

@@ -20,7 +20,7 @@ from pathlib import Path
 from ... import stats
 from ...build import compile_variant
 from ...errors import PerflabError
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls, refuses
 from ...grading.answers import function_check, learner_source_copy
 from ...grading.live import Watched, busy_check, watched
 from ...grading.numbers import shown
@@ -109,6 +109,7 @@ def source_cap_check(cap) -> Check:
 
 
 @calls(my_fit=fit_inputs, my_predict=predict_inputs)
+@refuses(source_cap)
 def cap_model(ns: Answers) -> list[Check]:
     checks = [function_check(ns, "my_fit", fit, 1e-6), function_check(ns, "my_predict", predict, 1e-6)]
     if any(c.status == FAILED for c in checks):
@@ -195,6 +196,7 @@ def build_hunt(source_text: str, name: str) -> Path:
     return compile_variant(SOURCE_DIR, source, EXERCISE_BUILD_DIR / name, extra_flags=("-no-pie",))
 
 
+@refuses(known_fix, known_wrong_fix)
 def fix(ns: Answers) -> list[Check]:
     original = HUNT_SOURCE.read_text()
     mine = ns.get("MY_SOURCE")
@@ -247,6 +249,7 @@ def placement_now() -> tuple[list[dict], str]:
     return json.loads(out.getvalue().decode().strip().splitlines()[-1]), "the numa2 VM"
 
 
+@refuses(placement_now)
 def placement(ns: Answers) -> list[Check]:
     answers = {1: ns.get("NODE_PINNED_TO_1"), 2: ns.get("NODE_MEMBIND_0")}  # by their place in launches()
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in answers.values()):

@@ -18,7 +18,7 @@ from typing import Any
 import scipy.stats as sps
 
 from ... import stats
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, calls, refuses
 from ...grading.answers import function_check
 from ...grading.numbers import shown
 from ...lock import measurement_lock
@@ -101,6 +101,7 @@ def fault_around_now() -> dict[str, float]:
             for mode in MODES}
 
 
+@refuses(fault_around_now, fault_around)
 def fault_around_check(ns: Answers) -> list[Check]:
     answers = {"anon": ns.get("ANON_PAGES_PER_FAULT"), "file": ns.get("FILE_PAGES_PER_FAULT")}
     checks = []
@@ -141,6 +142,7 @@ def fresh_spreads() -> list[list]:
 
 
 @calls(my_power=fresh_spreads)
+@refuses(power)
 def power_check(ns: Answers) -> list[Check]:
     checks = [function_check(ns, "my_power", power, 1e-6)]
     costs, answer = ns.get("MY_COSTS"), ns.get("WOULD_RESOLVE")

@@ -14,14 +14,13 @@ import re
 from typing import Any
 
 from ... import stats
-from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check
+from ...grading import FAILED, INCONCLUSIVE, PASSED, Answers, Check, refuses
 from ...grading.answers import saved_result
 from ...grading.live import busy_check, watched
-from ...grading.own_code import reached
 from ...lock import measurement_lock
 from ...sequential import Plan, Race, race
 from ...verdict import judge_paired_change
-from .run import DEFAULT, LAB, MIN_EFFECT
+from .run import DEFAULT, LAB, MIN_EFFECT, overhead
 from .workload import ALONE, Arm, run_arm, workload_argv
 
 # --- po-cost-per-sample -------------------------------------------------------------------------------------
@@ -45,17 +44,16 @@ def ns_per_sample(result: dict[str, Any]) -> float:
     return slowdown / HZ * 1e9
 
 
+@refuses(ns_per_sample, overhead)
 def cost_per_sample(ns: Answers) -> list[Check]:
     saved, found = saved_result(ns, "lab.measure_here()")
     checks = [found]
     if saved is None or saved.get("lab") != LAB.name:
         return checks
     expected, got = ns_per_sample(saved), ns.get("NS_PER_SAMPLE")
-    shortcut = reached(ns.code, (ns_per_sample,))
     close = isinstance(got, (int, float)) and not isinstance(got, bool) and abs(got - expected) <= 0.05 * abs(expected)
     checks.append(Check("ns of a CPU's time one 25 kHz sample cost the workload, in your run",
-                        PASSED if close and not shortcut else FAILED, f"{expected:,.0f} (within 5%)",
-                        shortcut or repr(got)))
+                        PASSED if close else FAILED, f"{expected:,.0f} (within 5%)", repr(got)))
     return checks
 
 
