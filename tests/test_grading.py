@@ -456,3 +456,16 @@ def test_the_crossover_and_the_flood_suspect_are_the_learners_own():
     suspect = ("from perflab.labs.memory_neighbour import exercises as lab\ndef flood_suspect(p):\n"
                "    return lab.flood_suspect(p)")
     assert "calls perflab.labs.memory_neighbour" in refused_call([suspect], "flood_suspect", flood_suspect)
+
+
+@pytest.mark.parametrize("cells, typed", [
+    (["NS_PER_SAMPLE = 6300"], True),
+    (["NS_PER_SAMPLE: float = -6.3e3", "x = 1"], True),
+    (["NS_PER_SAMPLE = 6300", "NS_PER_SAMPLE = (median - 1) / 25000 * 1e9"], False),
+    (["NS_PER_SAMPLE = (median - 1) / 25000 * 1e9"], False),
+    (["print('no answer')"], False),  # missing, which its own check says
+])
+def test_an_answer_typed_in_is_told_from_one_worked_out(cells, typed):
+    from perflab.grading.own_code import typed_in
+
+    assert typed_in(cells, "NS_PER_SAMPLE") is typed

@@ -84,3 +84,13 @@ def test_under_perf_the_workload_runs_and_perfs_threads_are_charged_to_cpus(tmp_
     ran = run_arm(perf_arm("-F 1000"), workload_argv([0, 1] if os.cpu_count() > 1 else [0], 200))
     assert ran["wall_ns"] > 1e6
     assert ran["threads_ns"] and all(ns >= 0 for ns in ran["threads_ns"].values())
+
+
+def test_one_samples_cost_is_taken_over_a_second_alone_or_over_the_longer_run_under_perf():
+    from perflab.sequential import Race
+
+    alone = [1e9 + r for r in range(8)]
+    values = {ALONE: alone, DEFAULT.name: [a * 1.15 for a in alone]}
+    saved = {"race": Race([ALONE, DEFAULT.name], values, 0.01).to_json()}
+    assert exercises.ns_per_sample(saved) == pytest.approx(0.15 / 25_000 * 1e9)  # 6,000 ns
+    assert exercises.ns_per_sample(saved, per_second_alone=False) == pytest.approx(0.15 / 1.15 / 25_000 * 1e9)

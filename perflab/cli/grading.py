@@ -14,8 +14,9 @@ def add_commands(commands) -> None:
         "grade", help="grade an exercise notebook",
         description="Run your copy of an exercise notebook (work/exercises/...) from the top in a fresh kernel, "
                     "check what it produced and that each question in words has your answer, and record the grade "
-                    "in your progress file (a pass stays passed). Each failed grade opens one more hint (`perflab "
-                    "hint`). Exit code 0 when it passed, 1 when it did not.",
+                    "in your progress file (a pass stays passed). Each failed grade of your own copy opens one more "
+                    "hint (`perflab hint`); a --no-record grade opens none. Exit code 0 when it passed, 1 when it "
+                    "did not.",
         examples=("perflab grade c2c-harmonic-mean", "perflab grade c2c-pipeline-pinning --json",
                   "perflab grade c2c-measure-pair --notebook my-copy.ipynb"))
     p.add_argument("exercise", help="exercise name, as in exercises/manifest.toml (`perflab list` shows them)")

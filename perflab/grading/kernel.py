@@ -232,8 +232,9 @@ def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[
                 client.execute(env={**os.environ, "PERFLAB_WAITED": str(budget.waited_path)})
         except DeadKernelError:
             errors.append(f"{_named(running, kept, names)} was still running when the grade's budget of "
-                          f"{budget_s:.0f} s ran out{budget.waits()}, and was stopped: an endless loop? Nothing after "
-                          "it ran" if budget.spent else
+                          f"{budget_s:.0f} s ran out{budget.waits()}, and was stopped: an endless loop, or a "
+                          "measurement that a busy machine kept racing to its budget? Nothing after it ran"
+                          if budget.spent else
                           f"the kernel died while running {_named(running, kept, names)} (a crash, or os._exit): "
                           "nothing after it ran")
         errors += [f"{names[i]}: {o.ename}: {o.evalue}" for i, c in kept if c.cell_type == "code"

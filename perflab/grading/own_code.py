@@ -201,6 +201,24 @@ def reached(cells: Iterable[str], refused: Iterable[object]) -> str | None:
     return None
 
 
+def typed_in(cells: Iterable[str], name: str) -> bool:
+    """Whether the notebook gives `name` its value only as a literal (`NS_PER_SAMPLE = 6300`): typed in, not
+    worked out. A name the notebook never assigns is not typed in: its check says it is missing."""
+    values = [node.value for tree in python_of(cells) for node in ast.walk(tree)
+              if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+              and any(isinstance(t, ast.Name) and t.id == name
+                      for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
+    return bool(values) and all(_is_literal(value) for value in values)
+
+
+def _is_literal(node: ast.AST) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
+
+
 def _scope_of(definition: ast.AST, notebook: Scope) -> Scope:
     arguments = definition.args
     parameters = {
