@@ -180,15 +180,18 @@ def test_made_up_processes_never_make_the_largest_rss_the_flood():
 def test_naming_the_largest_rss_fails_and_says_so():
     rows = [{"name": "big", "rss_bytes": 8 * GIB, "readings": [[0, 0], [1, 1e8]]},
             {"name": "flood", "rss_bytes": GIB, "readings": [[0, 0], [1, 1e10]]}]
+    own = ["def flood_suspect(processes):\n    return max(processes, key=lambda p: p['rss_bytes'])['name']"]
     answers = Answers(
-        {"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["big"])}, {"flood_suspect": [[rows]]}
+        {"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["big"])}, {"flood_suspect": [[rows]]}, own
     )
     check = checks.names_check(answers, "flood_suspect")
     assert check.status == FAILED and "the largest RSS is 'big'" in check.expected
     answers = Answers(
-        {"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["flood"])}, {"flood_suspect": [[rows]]}
+        {"flood_suspect": FunctionAnswer("__main__", "flood_suspect", ["flood"])}, {"flood_suspect": [[rows]]}, own
     )
     assert checks.names_check(answers, "flood_suspect").status == PASSED
+    assert checks.names_check(Answers(answers, answers.inputs), "flood_suspect").got == (
+        "no `def flood_suspect(...)` in your notebook")
 
 
 def test_the_model_counts_a_plain_store_twice():
