@@ -152,6 +152,9 @@ def test_the_endless_reader_dies_with_its_lab():
     lab = subprocess.Popen([sys.executable, "-c", READER], cwd=REPO, stdout=subprocess.PIPE, text=True,
                            start_new_session=True)
     reader = int(lab.stdout.readline())
+    deadline = time.monotonic() + 5  # its pid comes before setpriv has exec'd blockread: its command line is empty
+    while "-n 1000000000000" not in _command(reader) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert "-n 1000000000000" in _command(reader)
     table = _table()
     tree = {pid: table[pid][1] for pid in [lab.pid, *_under(lab.pid)]}
