@@ -26,6 +26,12 @@ def bpftrace_program(library: str, pattern: str) -> str:
     return f"uprobe:{library}:{pattern} /pid == cpid/ {{ @[probe] = count(); }}"
 
 
+def bpftrace_error(stderr: str) -> str:
+    """Why bpftrace failed, from its stderr: its first line but the warning bpftrace 0.17 prints that it cannot
+    raise RLIMIT_MEMLOCK, even when it then attaches (not the reason)."""
+    return next((line for line in stderr.splitlines() if "RLIMIT_MEMLOCK" not in line), "no reason given")
+
+
 def parse_counts(output: str, library: str) -> dict[str, int]:
     """function -> calls, from bpftrace's `-f json` lines (one map line at exit; none when nothing was called)."""
     prefix = f"uprobe:{library}:"
@@ -57,7 +63,5 @@ def count_calls(argv: list[str], changes: SystemChanges, *, library: str = LIBC,
         raise PerflabError(f"no function of {library} matches {pattern}: its debug symbols are missing "
                            "(Debian: apt install libc6-dbg)")
     if done.returncode != 0:
-        # bpftrace 0.17 warns that it cannot raise RLIMIT_MEMLOCK even when it then attaches: not the reason
-        reason = next((line for line in done.stderr.splitlines() if "RLIMIT_MEMLOCK" not in line), "no reason given")
-        raise PerflabError(f"bpftrace could not count {pattern} in {library}: {reason}")
+        raise PerflabError(f"bpftrace could not count {pattern} in {library}: {bpftrace_error(done.stderr)}")
     return parse_counts(done.stdout, library)

@@ -26,6 +26,7 @@ from ...journal import SystemChanges
 from ...probe import Machine
 from ...sysfs import default_root
 from ...tracing import patching_can_hang, tracefs_folder
+from ...uprobes import bpftrace_error
 from .procstat import read_table
 
 ATTACH_S = 30.0  # bpftrace compiles and attaches in about a second here; give a loaded machine time
@@ -127,9 +128,8 @@ class IrqTimer:
                 return True
             self.lines.append(line)
             if not line and self.process.poll() is not None:
-                # bpftrace 0.17 warns that it cannot raise RLIMIT_MEMLOCK even when it then attaches: not the reason
-                errors = [x for x in self.process.stderr.read().splitlines() if "RLIMIT_MEMLOCK" not in x]
-                raise NoIrqTimes(f"bpftrace could not attach to the irq tracepoints: {' '.join(errors)[:200]}")
+                reason = bpftrace_error(self.process.stderr.read())[:200]
+                raise NoIrqTimes(f"bpftrace could not attach to the irq tracepoints: {reason}")
         return False
 
     def __exit__(self, *exc) -> None:
