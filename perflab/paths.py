@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -46,3 +47,18 @@ def workspace_dir() -> Path:
 def results_dir() -> Path:
     """Results go under results/ in the checkout unless PERFLAB_RESULTS says otherwise."""
     return Path(os.environ.get("PERFLAB_RESULTS", REPO_ROOT / "results"))
+
+
+@contextmanager
+def environment(name: str, value: str):
+    """The environment variable `name` set to `value` while the block runs (a workspace, quick mode), then as
+    it was."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before

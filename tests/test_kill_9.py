@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 
 from conftest import REPO, without_guest_image
 from perflab import journal
+from perflab.cases.build import scratch
 from perflab.labs import labs
 from perflab.vm import image
 
@@ -79,12 +81,13 @@ def _command(pid: int) -> str:
         return ""
 
 
-def _kill_at(lab: str, pattern: str, nth: int, env: dict, log: Path) -> tuple[dict[int, int], set[int]]:
-    """Run the lab, kill -9 it once the nth program matching `pattern` has started; what ran then:
-    ({pid: start time} of it and every process under it, their process groups)."""
+def _kill_at(lab: str, pattern: str, nth: int, env: dict, log: Path,
+             verb: tuple[str, ...] = ("run", "{lab}", "--quick")) -> tuple[dict[int, int], set[int]]:
+    """Run the lab (or `perflab VERB`), kill -9 it once the nth program matching `pattern` has started; what ran
+    then: ({pid: start time} of it and every process under it, their process groups)."""
     with log.open("w") as err:
-        run = subprocess.Popen([sys.executable, "-m", "perflab", "run", lab, "--quick"], cwd=REPO, env=env,
-                               stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        run = subprocess.Popen([sys.executable, "-m", "perflab", *(word.format(lab=lab) for word in verb)], cwd=REPO,
+                               env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     matched: set[int] = set()
     deadline = time.monotonic() + 300
     while len(matched) < nth:
@@ -171,3 +174,18 @@ def test_lab_4s_vms_die_with_its_kill_9(point, tmp_path):
         pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
     image.ensure(progress=False)
     _check("page-table-levels", point, dict(os.environ), tmp_path)
+
+
+def test_nothing_of_a_case_grade_outlives_its_kill_9(tmp_path):
+    """Killed in its race, at the third run of the learner's build: no sessiond is left."""
+    env = {**os.environ, "PERFLAB_WORKSPACE": str(tmp_path / "work"), "PERFLAB_PROGRESS": str(tmp_path / "p.txt")}
+    setup = ("from perflab.cases.case import new_case\nfrom perflab.cases.reveal import solve\n"
+             "solve(new_case(7, say=lambda _: None))")
+    subprocess.run([sys.executable, "-c", setup], cwd=REPO, env=env, check=True)
+    tree, groups = _kill_at("case-7", r"/yours --threads", 3, env, tmp_path / "stderr.txt",
+                            verb=("grade", "{lab}", "--no-record"))
+    assert _left_after(tree, groups, 2.0) == [], "left running after kill -9 of a case's grade"
+    killed = next(iter(tree))  # the grade's own process: its build folder outlived it, until the next grade's sweep
+    assert list(Path(tempfile.gettempdir()).glob(f"perflab-case-grade-{killed}-*"))
+    with scratch("grade"):
+        assert not list(Path(tempfile.gettempdir()).glob(f"perflab-case-grade-{killed}-*"))

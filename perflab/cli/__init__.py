@@ -1,11 +1,11 @@
 """The `perflab` command: a thin dispatcher over one module per verb group, and the labs' own tools.
 
-labs.py (probe, run, list), grading.py (grade, hint, reset, progress), vm.py, system.py, workshop.py and
-authoring.py (exercises) each add their subcommands with `add_commands(commands)`; labtools.py adds those
-a lab's package declares (perflab/labs/NAME/cli.py). Every verb with actions is a subcommand of its own,
-with its own usage, description, options and `examples:`, so `perflab X --help` never does X and a word a
-subcommand does not take is refused in one line. Imports of the heavy parts (numpy, matplotlib, the labs)
-wait inside the handlers: `perflab --help` stays fast.
+labs.py (probe, run, list), grading.py (grade, hint, reset, progress), cases.py (case), vm.py, system.py,
+workshop.py and authoring.py (exercises) each add their subcommands with `add_commands(commands)`; labtools.py
+adds those a lab's package declares (perflab/labs/NAME/cli.py). Every verb with actions is a subcommand of its
+own, with its own usage, description, options and `examples:`, so `perflab X --help` never does X and a word a
+subcommand does not take is refused in one line. Imports of the heavy parts (numpy, matplotlib, the labs) wait
+inside the handlers: `perflab --help` stays fast.
 
 Options mean the same in every subcommand: -C is a CPU list, as in perf; --json prints JSON.
 """
@@ -19,10 +19,10 @@ import signal
 import sys
 
 from ..errors import PerflabError
-from . import authoring, grading, labs, system, vm, workshop
+from . import authoring, cases, grading, labs, system, vm, workshop
 from .labtools import add_lab_tools
 
-VERB_GROUPS = (labs, grading, vm, system, workshop, authoring)
+VERB_GROUPS = (labs, grading, cases, vm, system, workshop, authoring)
 INTERRUPTED = "perflab: interrupted; results already written are kept, the unfinished one was not saved"
 INTERRUPTED_AFTER = "perflab: interrupted as it exited; the command had finished and what it printed is complete"
 

@@ -18,8 +18,9 @@ def add_commands(commands) -> None:
                     "hint (`perflab hint`); a --no-record grade opens none. Exit code 0 when it passed, 1 when it "
                     "did not.",
         examples=("perflab grade c2c-harmonic-mean", "perflab grade c2c-pipeline-pinning --json",
-                  "perflab grade c2c-measure-pair --notebook my-copy.ipynb"))
-    p.add_argument("exercise", help="exercise name, as in exercises/manifest.toml (`perflab list` shows them)")
+                  "perflab grade c2c-measure-pair --notebook my-copy.ipynb", "perflab grade case"))
+    p.add_argument("exercise", help="exercise name, as in exercises/manifest.toml (`perflab list` shows them); "
+                                    "`case` grades your newest case, `case-SEED` that one")
     p.add_argument("--notebook", help="grade this notebook instead of your copy in work/exercises/ "
                                       "(recorded as progress only if it is that copy)")
     p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
@@ -81,7 +82,16 @@ def _seconds(text: str) -> float:
 def cmd_grade(args: argparse.Namespace) -> int:
     from ..grading import grade
 
-    report = grade(args.exercise, notebook=args.notebook, record=not args.no_record, timeout=args.timeout)
+    if _is_case(args.exercise):
+        from ..cases.case import find_case
+        from ..cases.grade import grade_case
+
+        if args.notebook or args.timeout:
+            raise PerflabError("a case is graded from its folder, in at most a minute: --notebook and --timeout "
+                               "are for exercises")
+        report = grade_case(find_case(args.exercise), record=not args.no_record)
+    else:
+        report = grade(args.exercise, notebook=args.notebook, record=not args.no_record, timeout=args.timeout)
     if args.json:
         print_json(report.to_json())
     else:
@@ -89,10 +99,18 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0 if report.status == "passed" else 1
 
 
+def _is_case(name: str) -> bool:
+    return name == "case" or name.startswith("case-")
+
+
 def cmd_hint(args: argparse.Namespace) -> int:
     from ..grading import next_hint
     from ..manifest.exercises import load_manifest
 
+    if _is_case(args.exercise):
+        from .cases import cmd_hint as case_hint
+
+        return case_hint(argparse.Namespace(case=args.exercise, all=args.all))
     exercise = load_manifest().find(args.exercise)
     shown = next_hint(exercise)
     if shown is None:

@@ -1,4 +1,4 @@
-"""`perflab workshop up|add-learners|status|regrade|down`: JupyterHub for a class on this machine, run as root."""
+"""`perflab workshop up|add-learners|status|regrade|cases|down`: JupyterHub for a class on this machine, run as root."""
 
 from __future__ import annotations
 
@@ -43,13 +43,25 @@ def add_commands(commands) -> None:
     p = verbs.add_parser(
         "regrade", help="grade again, as each learner, what their progress file calls passed",
         description="Grade again each exercise a learner's progress file calls passed (every exercise with "
-                    "--all), from the notebook they saved, as their own user, never as root. Their progress file "
-                    "is not touched; the outcomes go to the dashboard. " + AS_ROOT,
+                    "--all), from the notebook they saved, as their own user, never as root, and each learner's "
+                    "case from its sealed seed. Their progress file is not touched; the outcomes go to the "
+                    "dashboard. " + AS_ROOT,
         examples=(".venv/bin/perflab workshop regrade", ".venv/bin/perflab workshop regrade alice --all",
                   "sudo .venv/bin/perflab workshop regrade alice bob"))
     p.add_argument("learners", nargs="*", metavar="LEARNER", help="whose exercises (default: every learner's)")
     p.add_argument("--all", action="store_true", help="every exercise, not only those marked passed")
     p.set_defaults(func=cmd_regrade)
+
+    p = verbs.add_parser(
+        "cases", help="a sealed case for each learner, its seed kept where only root reads it",
+        description="Write a case of its own seed into each learner's work/cases (every learner's when none is "
+                    "named; a learner who has one keeps it), named by a number that says nothing of the seed. "
+                    "The seeds stay in the workshop's state folder: the learner's own grade checks that their "
+                    "service builds, `perflab workshop regrade` grades each cause, and `perflab case reveal` "
+                    "shows the truth to root. About 10 s a learner. " + AS_ROOT,
+        examples=(".venv/bin/perflab workshop cases", "sudo .venv/bin/perflab workshop cases alice bob"))
+    p.add_argument("learners", nargs="*", metavar="LEARNER", help="who gets one (default: every learner)")
+    p.set_defaults(func=cmd_cases)
 
     p = verbs.add_parser(
         "down", help="stop it all, remove the learners' users, restore the machine",
@@ -125,6 +137,13 @@ def cmd_regrade(args: argparse.Namespace) -> int:
 
     lines = regrade(args.learners, args.all, say=lambda line: print(line, file=sys.stderr, flush=True))
     print("\n".join(lines) if lines else "nothing to re-grade: no learner's progress file calls an exercise passed")
+    return 0
+
+
+def cmd_cases(args: argparse.Namespace) -> int:
+    from ..cases.workshop import give_cases
+
+    print("\n".join(give_cases(args.learners, say=lambda line: print(line, file=sys.stderr, flush=True))))
     return 0
 
 

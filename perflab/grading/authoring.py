@@ -4,20 +4,21 @@ The author check (run in `make test`) asserts, as rustlings' does, that
 every reference solution passes, every untouched exercise fails, every
 learner notebook is exactly what the generator makes of its solution, every
 written question has its rubric line, and no notebook sits in exercises/ or
-solutions/ without a manifest entry.
+solutions/ without a manifest entry; and for the cases, that the generator's
+own fix passes and an untouched case fails (perflab.cases.check).
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 
+from ..cases.check import author_problems
 from ..manifest.exercises import BEGIN, END, EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+from ..paths import environment
 from . import FAILED, grade
 from .written import questions
 
@@ -63,18 +64,9 @@ def generate_all() -> list[Path]:
     return written
 
 
-@contextmanager
 def quick_notebooks():
     """Notebooks that honour quick_mode() measure briefly: the author check proves correctness, not patience."""
-    before = os.environ.get("PERFLAB_QUICK")
-    os.environ["PERFLAB_QUICK"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["PERFLAB_QUICK"]
-        else:
-            os.environ["PERFLAB_QUICK"] = before
+    return environment("PERFLAB_QUICK", "1")
 
 
 def author_check() -> list[str]:
@@ -120,4 +112,4 @@ def _problems() -> list[str]:
                 problems.append(
                     f"{exercise.name}: the untouched exercise does not fail ({status}); its checks test nothing"
                 )
-    return problems
+    return problems + author_problems()

@@ -174,8 +174,17 @@ def class_figure(states: list[LearnerState]):
     return figure
 
 
+def _cases_cell(state: LearnerState) -> str:
+    """Each sealed case's last re-grade: its status and the causes found and fixed."""
+    graded = {name: outcome for name, outcome in state.regrades.items() if name.startswith("case-")}
+    if not graded:
+        return "<td class=none>not re-graded</td>"
+    return "<td>" + "<br>".join(html.escape(f"{name}: {o['status']}; {o.get('detail', '')}".rstrip("; "))
+                                for name, o in graded.items()) + "</td>"
+
+
 def _exercises_cell(state: LearnerState, exercises: list[str]) -> str:
-    passed = [name for name, status in state.exercises.items() if status == "passed"]
+    passed = [name for name, status in state.exercises.items() if status == "passed" and name in exercises]
     text = f"{len(passed)} of {len(exercises)} passed"
     regraded = [name for name in passed if name in state.regrades]
     if regraded:
@@ -238,7 +247,7 @@ def render_html(states: list[LearnerState], prefix: str = "") -> str:
                 f'<td title="{title}"><span class=badge style="background:{colour}">{found.verdict}</span></td>'
             )
         learner, done = html.escape(state.learner), _exercises_cell(state, exercises)
-        rows.append(f"<tr><th>{learner}</th>{''.join(cells)}<td>{done}</td></tr>")
+        rows.append(f"<tr><th>{learner}</th>{''.join(cells)}<td>{done}</td>{_cases_cell(state)}</tr>")
     picture = io.BytesIO()
     class_figure(states).savefig(picture, format="png", dpi=90)
     image = base64.b64encode(picture.getvalue()).decode()
@@ -252,7 +261,7 @@ table{{border-collapse:collapse}} tr{{border-bottom:1px solid #ddd}} .doubt{{col
 a result whose provenance fails is shown as refused. Exercises are as each learner's progress file says, which they
 can edit; <code>sudo .venv/bin/perflab workshop regrade</code> grades them again as the learner and the outcome is
 shown beside it. <a href="{prefix}class.csv">Download as CSV</a>.</p>
-<table><tr><th>learner</th>{head}<th>exercises</th></tr>
+<table><tr><th>learner</th>{head}<th>exercises</th><th>case (causes found and fixed)</th></tr>
 {''.join(rows)}
 </table>
 <h2>The class's measurements</h2>

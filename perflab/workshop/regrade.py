@@ -6,7 +6,8 @@ notebook, as `perflab grade` does, but as the learner's own user (their code nev
 root), in an isolated Python (-I: no user site-packages, no PYTHON* variables of theirs),
 with the environment their server has, and without touching their progress. The outcomes go
 to regrades.json in the workshop's state folder, which only root can read or write; the
-dashboard shows them beside what the progress file says.
+dashboard shows them beside what the progress file says. Each learner's sealed case (perflab.cases.workshop) is
+graded too, from its seed, with the learner's code built and run as the learner.
 
 A class's re-grade must not take an hour: a notebook still as handed out fails without being run
 (the author check proves every untouched exercise fails), one unchanged since its last re-grade,
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable
 
+from ..cases.workshop import regrade_cases
 from ..errors import PerflabError
 from ..grading import FAILED, PASSED, progress
 from ..manifest.exercises import Exercise, load_manifest
@@ -131,6 +133,11 @@ def regrade(learners: list[str], every: bool = False, say: Callable[[str], None]
             f"{learner} {exercise.name}: {outcome['status']} (progress file: {said})"
             + (f": {outcome['detail']}" if outcome["detail"] and outcome["status"] != PASSED else "")
         )
+    for learner, cases in regrade_cases(learners, say).items():  # every sealed case: a class has one each
+        for name, outcome in cases.items():
+            saved.setdefault(learner, {})[name] = outcome
+            lines.append(f"{learner} {name}: {outcome['status']}: {outcome['detail']}")
+        write_atomic(regrades_path(), json.dumps(saved, indent=2))
     return lines
 
 

@@ -1,0 +1,72 @@
+"""Cases in a workshop: sealed cases whose seeds only root reads, graded by the instructor's re-grade with the
+learner's code built and run as the learner (here the system's `nobody`, a real user who is not root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import stat
+
+import pytest
+
+from perflab.cases import store
+from perflab.cases import workshop as case_workshop
+from perflab.cases.case import find_case, load_case
+from perflab.cases.grade import grade_case
+from perflab.cases.hints import METHOD, all_hints
+from perflab.cases.reveal import solve, truth
+from perflab.errors import PerflabError
+from perflab.workshop import roster
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a workshop's cases are given and re-graded by root")
+
+
+@pytest.fixture
+def class_of_one(tmp_path, monkeypatch):
+    """A workshop with one learner, alice, whose system user is `nobody`; her workspace is in tmp_path."""
+    monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
+    roster.save(roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h", learners={"alice": "h"}))
+    (tmp_path / "alice" / "work").mkdir(parents=True)
+    monkeypatch.setattr(roster, "workspace_of", lambda learner: tmp_path / learner / "work")
+    monkeypatch.setattr(roster, "system_user", lambda learner: "nobody")
+    return tmp_path / "alice" / "work"
+
+
+def test_a_learner_gets_a_case_whose_files_do_not_hold_its_seed(class_of_one):
+    said = case_workshop.give_cases([], say=lambda _: None)
+    assert len(said) == 1 and said[0].startswith("alice: case-")
+    (folder,) = (class_of_one / "cases").iterdir()
+    told = json.loads((folder / ".case.json").read_text())
+    assert told["sealed"] and "seed" not in told
+    kept = store.sealed_cases()[str(told["number"])]
+    assert kept["learner"] == "alice" and stat.S_IMODE(store.store_path().stat().st_mode) == 0o600
+    assert folder.stat().st_uid == pwd.getpwnam("nobody").pw_uid
+    assert case_workshop.give_cases(["alice"], say=lambda _: None) == [f"alice: has {folder.name} already"]
+
+
+def test_the_learner_reads_neither_the_seed_nor_the_causes(class_of_one, monkeypatch):
+    case_workshop.give_cases([], say=lambda _: None)
+    (folder,) = (class_of_one / "cases").iterdir()
+    monkeypatch.setattr(store.os, "geteuid", lambda: 1000)  # as the learner sees it
+    case = load_case(folder)
+    assert case.sealed
+    with pytest.raises(PerflabError, match="its causes are sealed"):
+        truth(case)
+    report = grade_case(case, record=False, progress_bar=False)
+    assert report.status == "inconclusive"
+    assert "your instructor's re-grade" in report.checks[-1].got
+    assert all_hints(case, [], 9) == list(METHOD)  # the method only: the narrowing hints would tell the causes
+
+
+def test_the_instructor_regrade_grades_each_cause_with_the_learners_code_run_as_the_learner(class_of_one):
+    case_workshop.give_cases([], say=lambda _: None)
+    (folder,) = (class_of_one / "cases").iterdir()
+    case = find_case(folder.name)  # root finds a learner's case by its name
+    assert case.folder == folder and not case.sealed
+    solve(case)
+    said = []
+    outcomes = case_workshop.regrade_cases([], say=said.append)
+    outcome = outcomes["alice"][folder.name]
+    assert outcome["status"] == "passed", said
+    assert f"causes found and fixed: {len(case.causes)} of {len(case.causes)}" in outcome["detail"]
