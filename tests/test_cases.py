@@ -105,9 +105,18 @@ def test_hints_teach_the_method_before_they_narrow_to_a_part_of_the_release():
     assert case.causes[0].kind in opened[4]
 
 
+BUSY = "the machine was busy"
+QUIET_TRIES = 3
+
+
 def _grade(case):
-    report = grade_case(case, record=False, progress_bar=False)
-    return report, {c.name: c for c in report.checks}
+    """The grade, graded again while it says the machine was busy (as it tells a learner to); a test whose every
+    grade was busy is skipped: the host stole the CPUs, and a race beside it decides nothing, by design."""
+    for _ in range(QUIET_TRIES):
+        report = grade_case(case, record=False, progress_bar=False)
+        if not any(BUSY in check.got for check in report.checks):
+            return report, {c.name: c for c in report.checks}
+    pytest.skip(f"{QUIET_TRIES} grades in a row found the machine busy: {report.checks[0].got}")
 
 
 def test_the_untouched_case_fails_without_a_race_and_opens_the_second_hint():
