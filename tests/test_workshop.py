@@ -29,7 +29,9 @@ from perflab.labs import CannotShow
 from perflab.workshop import dashboard, roster, turns
 
 CHROMIUM = shutil.which("chromium")
-TURN_LIMIT_S = 15  # a learner's turn in the class of the end-to-end test: lab 5's quick run takes seconds
+TURN_LIMIT_S = 15  # a learner's turn in the class of the end-to-end test: lab 5's run in MEASURE takes seconds
+# A quick run races until decided for up to 30 s when the host is noisy; ten rounds fit the turn however noisy.
+MEASURE = ("run", "numa-static-data", "--quick", "--runs", "10")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a workshop creates system users: run the tests as root")
 
 
@@ -468,12 +470,10 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             try:
                 assert json.loads(hostile.stdout.readline()) == {"turn": TURN_LIMIT_S}
                 granted = time.time()
-                first = _as_learner(learners[0], perflab, "run", "numa-static-data", "--quick", lock_file=shared_lock,
-                                    queue=queue)
+                first = _as_learner(learners[0], perflab, *MEASURE, lock_file=shared_lock, queue=queue)
                 running.append(first)
                 said = [_until_said(first, "waiting to measure")]
-                second = _as_learner(learners[1], perflab, "run", "numa-static-data", "--quick",
-                                     lock_file=shared_lock, queue=queue)
+                second = _as_learner(learners[1], perflab, *MEASURE, lock_file=shared_lock, queue=queue)
                 running.append(second)
                 said.append(_until_said(second, "waiting to measure"))
                 outputs = [process.communicate(timeout=300) for process in (first, second)]
@@ -489,7 +489,7 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             assert f"(now: {learners[2]}'s perflab run loop-alignment --quick)" in waited[0], waited[0]
             assert "waiting to measure: 2nd in line" in waited[1], "the second learner did not see their place"
             assert waited[1].index("2nd in line") < waited[1].index("1st in line"), waited[1]
-            assert f"(now: {learners[0]}'s perflab run numa-static-data --quick)" in waited[1]
+            assert f"(now: {learners[0]}'s perflab {' '.join(MEASURE)})" in waited[1]
             saved = [Path(out.split("results: ")[-1].strip()) for out, _ in outputs]
             assert saved[0].stat().st_mtime_ns < saved[1].stat().st_mtime_ns, "the second learner measured first"
             stalled = saved[0].stat().st_mtime - granted  # carol's turn, then alice's whole run (a few seconds)
@@ -500,7 +500,7 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
                 assert "Permission denied" in _as_learner_fails(users[1], f"cat {state / target}")
             assert "Permission denied" in _as_learner_fails(users[1], f"ls {state}")
             assert "Permission denied" in _as_learner_fails(users[1], f"echo '{{}}' > {state / 'durations.json'}")
-            assert "perflab run numa-static-data --quick" in (state / "durations.json").read_text()
+            assert f"perflab {' '.join(MEASURE)}" in (state / "durations.json").read_text()
             assert stat.S_IMODE(state.stat().st_mode) == 0o700
             assert not [str(p) for p in state.rglob("*") if p.lstat().st_mode & 0o077], "a state file others may read"
 

@@ -189,9 +189,8 @@ class Lab(ABC):
         cpus = cpus or reserved
         chosen_options = self._options(options)
         settings = self.settings_for(quick, runs)
-        with measurement_lock(
-            f"perflab run {self.name}{' --quick' if quick else ''}", wait=wait
-        ):  # one lock, probe to saved result
+        asked = f"perflab run {self.name}{' --quick' if quick else ''}{f' --runs {runs}' if runs else ''}"
+        with measurement_lock(asked, wait=wait):  # one lock, probe to saved result; durations kept per `asked`
             machine = self.probe()
             try:
                 placement = self.choose_cpus(machine, cpus)
