@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -62,3 +64,13 @@ def environment(name: str, value: str):
             del os.environ[name]
         else:
             os.environ[name] = before
+
+
+def scratch(kind: str) -> tempfile.TemporaryDirectory:
+    """A temporary folder named by this process (perflab-KIND-PID-*); those that processes now gone left (a kill -9
+    skips the clean-up) are removed first."""
+    for left in Path(tempfile.gettempdir()).glob(f"perflab-{kind}-*-*"):
+        pid = left.name.split("-")[-2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(left, ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"perflab-{kind}-{os.getpid()}-")

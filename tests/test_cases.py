@@ -213,5 +213,7 @@ def test_work_moved_out_of_the_stage_it_was_timed_in_is_not_credited():
     w->bytes += scratch[TAGS] == 1;"""
     service.write_text(service.read_text().replace("    s->hits++;", moved, 1))
     report, checks = _grade(case)
-    assert report.status == "failed", report.render()
-    assert "only the timed requests got faster" in checks["cause 1 of 2"].got
+    moved = checks["cause 1 of 2"]
+    assert report.status != "passed" and moved.status != "passed", report.render()
+    # Decided, the stage's race is overruled by the wall clock; a race a noisy host left undecided credits nothing.
+    assert "only the timed requests got faster" in moved.got or "too uncertain to decide" in moved.got, moved.got

@@ -41,7 +41,8 @@ KILL_POINTS = {
     "memcpy-variant": [("copy_sweep", 1), ("bpftrace", 1), ("copy_sweep", 20)],  # naming, counting, racing
     "profiler-overhead": [("busy_work", 1), ("perf record", 1), ("perf record", 5)],
 }
-# With a guest image, lab 4 boots QEMU: the first boot, and the second in both paging modes.
+# With a guest image, lab 4's quick run boots both paging modes at once, round by round: killed as the first
+# QEMU starts, with both running, and in the second round.
 BOOTING = [("qemu-system", 1), ("qemu-system", 2), ("qemu-system", 3)]
 
 

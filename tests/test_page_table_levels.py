@@ -4,9 +4,12 @@ replayed source, the icount profile key, bad input to the lab, and a real pair o
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import statistics
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,21 +35,22 @@ from perflab.labs.page_table_levels.faults import (
     per_page,
 )
 from perflab.labs.page_table_levels.figures import histogram_figure
-from perflab.labs.page_table_levels.native import judge_native
-from perflab.labs.page_table_levels.run import (
+from perflab.labs.page_table_levels.guests import (
     HIGH_MARK,
     PROFILES,
     TRACE_MARK,
     boot_and_measure,
     guest_script,
-    hinted_high_note,
-    histogram_note,
     parse_guest_output,
+    read_boot,
     split_guest_output,
 )
+from perflab.labs.page_table_levels.minimal import newc
+from perflab.labs.page_table_levels.native import judge_native
+from perflab.labs.page_table_levels.run import hinted_high_note, histogram_note
 from perflab.runner import run_once
 from perflab.verdict import VERDICTS
-from perflab.vm import profiles
+from perflab.vm import image, profiles
 from perflab.vm.accelerator import choose_accel
 from perflab.vm.machine import vm
 
@@ -120,6 +124,31 @@ def test_the_rounds_hinted_high_and_the_histogram_come_after_the_measured_rounds
     assert [s["elapsed_ns"] for s in parse_guest_output(measured)[1]] == [40]
     assert [s["elapsed_ns"] for s in parse_guest_output(hinted_high)[1]] == [44] and traced == "\nbuckets\n"
     assert split_guest_output(sample % (40, "false")) == (sample % (40, "false"), "", None)
+
+
+def test_a_boot_of_the_wrong_mode_or_with_a_failed_program_is_refused():
+    five = "VmallocTotal:   13743895347199 kB\n"
+    assert read_boot(5, five)["paging_levels"] == 5
+    with pytest.raises(PerflabError, match="no5lvl-icount booted with 5-level page tables, not 4"):
+        read_boot(4, five)
+    with pytest.raises(PerflabError, match="failed in la57-icount: == failed: /faults -m"):
+        read_boot(5, five + "== failed: /faults -m (status 512)\n")
+
+
+@pytest.mark.skipif(shutil.which("cpio") is None, reason="GNU cpio is not installed: `make test` installs it")
+def test_the_initramfs_is_an_archive_gnu_cpio_reads_as_the_kernel_will(tmp_path):
+    console = os.makedev(5, 1)
+    archive = newc([("dev", 0o40755, b"", 0), ("dev/console", 0o20600, b"", console),
+                    ("init", 0o100755, b"#!/bin/sh\n", 0), ("odd-name", 0o100644, b"12345", 0)])
+    listed = subprocess.run(["cpio", "-itv", "--quiet"], input=archive, capture_output=True, check=True).stdout
+    rows = [line.split() for line in listed.decode().splitlines()]
+    assert [row[-1] for row in rows] == ["dev", "dev/console", "init", "odd-name"]
+    assert [row[0] for row in rows] == ["drwxr-xr-x", "crw-------", "-rwxr-xr-x", "-rw-r--r--"]
+    assert rows[1][4:6] == ["5,", "1"] and rows[3][4] == "5"  # the console's device numbers, the file's size
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    subprocess.run(["cpio", "-id", "--quiet", "odd-name", "init"], input=archive, cwd=unpacked, check=True)
+    assert (unpacked / "odd-name").read_bytes() == b"12345" and (unpacked / "init").read_bytes() == b"#!/bin/sh\n"
 
 
 def test_the_note_says_where_each_kernel_put_the_mapping_hinted_high():
@@ -315,13 +344,14 @@ def test_a_native_run_measures_this_boot_and_says_what_to_compare(isolated_state
 
 @pytest.mark.slow
 def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path():
-    """Each guest runs the paging mode asked for, under TCG with a clock that counts instructions, so a boot's
-    cheapest round recurs to the instruction; both modes count the same fault path to within 1%.
+    """The full run's Debian guests: each runs the paging mode asked for, under TCG with a clock that counts
+    instructions, so a boot's cheapest round recurs to the instruction; both modes count the same fault path to
+    within 1%.
 
-    One pair's sign is not asserted: KASLR lays out every boot anew, which moved a 4-level boot's count by 18
-    instructions per fault here (6,853.1 against 6,834.7; with nokaslr, three boots per mode counted the same),
-    more than the fifth level's ~15. The direction takes three boots per mode: the lab's verdict, whose
-    stability benchmarks/verdict_stability.py measures (the lab's README: reproduced 5 of 5)."""
+    One pair's sign is not asserted: KASLR and random mappings lay out every boot anew, which moved a 4-level
+    boot's count by 18 instructions per fault here (6,853.1 against 6,834.7), more than the fifth level's cost.
+    The direction takes several boots per mode: the full run's verdict. The quick run's minimal guests fix both
+    layouts (the test below)."""
     five, four = boot_and_measure(5, TINY, histogram=True, high=True), boot_and_measure(4, TINY, high=True)
     hinted_five, hinted_four = five.pop("hinted_high"), four.pop("hinted_high")
     assert len(hinted_five) == len(hinted_four) == TINY.fault_rounds
@@ -338,3 +368,37 @@ def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path():
         assert sum(abs(cost - cheapest) < 1 for cost in rounds) >= 2, (boot["profile"], rounds)
     assert abs(extra_per_fault([five, four])) < 0.01 * boot_cost(four), (boot_cost(five), boot_cost(four))
     assert not any(vm(profile).running() for profile in PROFILES.values()), "booted for one measurement, then stopped"
+
+
+@pytest.mark.slow
+def test_a_quick_run_boots_both_minimal_guests_at_once_and_each_mode_counts_alike(isolated_state):
+    """The quick run: two rounds of minimal guests, both modes side by side. With nokaslr and norandmaps every boot
+    of a mode lays out kernel and program alike, so the boots of a mode count the same to a fraction of an
+    instruction, and the verdict is the same on every run; the rounds hinted high ran in the first round's boots."""
+    if not image.current().exists() and os.geteuid() != 0:
+        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
+    image.ensure(progress=False)
+    verdict = LAB.run(quick=True, progress=False)
+    assert verdict.verdict == "reproduced", verdict.reason
+    boots = verdict.result["vms"]["boots"]
+    assert [b["guest"] for b in boots] == ["minimal"] * 4 and {b["round"] for b in boots} == {0, 1}
+    for levels in (5, 4):
+        costs = [boot_cost(b) for b in boots if b["paging_levels"] == levels]
+        assert len(costs) == 2 and abs(costs[0] - costs[1]) < 0.5, (levels, costs)
+    high = verdict.result["vms"]["hinted_high"]
+    assert all(s["high"] for s in high["5"]["samples"]) and not any(s["high"] for s in high["4"]["samples"])
+    assert any(note.startswith("quick run: minimal guests") for note in verdict.notes)
+    assert not verdict.result["vms"]["histograms"], "funclatency needs the Debian guest: the full run's"
+    assert not list(Path(tempfile.gettempdir()).glob(f"perflab-quick-guests-{os.getpid()}-*")), "its scratch folder"
+    assert not [c for c in _commands() if "perflab-quick" in c], "a quick guest outlived its run"
+
+
+def _commands() -> list[str]:
+    """The command line of every process now."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            found.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return found

@@ -12,26 +12,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import processes
+from .. import paths, processes
 from ..errors import PerflabError
 from .source import COURSE_FILES, course_file
 
 CFLAGS = ["-O2", "-g", "-Wall", "-std=gnu11", "-pthread"]
 STAGE_FUNCTIONS = {"worker_new", "parse_request", "find_session", "account", "expire_sessions", "build_response",
                    "service_summary"}
-SCRATCH = "perflab-case"
 STAGES = ("parse", "lookup", "account", "expire", "respond")
 RUN_TIMEOUT_S = 60
 
 
 def scratch(kind: str) -> tempfile.TemporaryDirectory:
-    """A temporary folder for builds, named by this process; those of processes that are gone (a kill -9 leaves
-    its folder) are removed first."""
-    for left in Path(tempfile.gettempdir()).glob(f"{SCRATCH}-{kind}-*-*"):
-        pid = left.name.split("-")[-2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(left, ignore_errors=True)
-    return tempfile.TemporaryDirectory(prefix=f"{SCRATCH}-{kind}-{os.getpid()}-")
+    """A case's temporary folder (perflab-case-KIND-PID-*), swept when its process is gone."""
+    return paths.scratch(f"case-{kind}")
 
 
 def as_user(argv: list[str], user: str | None) -> list[str]:

@@ -23,9 +23,11 @@ from ...grading.answers import function_check
 from ...grading.numbers import shown
 from ...lock import measurement_lock
 from .. import CannotShow
+from . import minimal
 from .faults import MODES, boot_cost, fault_around
+from .guests import check_vm_ready
 from .native import measure_here
-from .run import LAB, boot_and_measure, check_vm_ready
+from .run import LAB
 
 GRADE_SETTINGS = replace(LAB.QUICK, max_rounds=3, fault_rounds=3, pages=512)  # seconds natively, one pair in VMs
 AROUND_TOLERANCE = 0.1  # pages per fault within 10% of the fresh run's
@@ -64,10 +66,11 @@ def fresh_boot_lists() -> list[list]:
 
 
 def pair_booted_now() -> list[dict[str, Any]]:
-    """One 5-level and one 4-level boot measured for this grading; CannotShow, saying why, where none can boot."""
+    """One 5-level and one 4-level minimal guest, booted side by side for this grading (the quick run's, whose
+    boots of a mode count alike); CannotShow, saying why, where none can boot."""
     check_vm_ready()
     with measurement_lock("perflab grade ptl-cost-per-fault"):
-        return [boot_and_measure(levels, GRADE_SETTINGS) for levels in (5, 4)]
+        return list(minimal.boot_both(GRADE_SETTINGS, high=False).values())
 
 
 @calls(my_extra_per_fault=fresh_boot_lists)
@@ -77,7 +80,7 @@ def cost_per_fault(ns: Answers) -> list[Check]:
               Check("DEARER_WITH: the paging mode whose faults cost more", PASSED if sign == 5 else FAILED,
                     "5 or 4", shown(sign))]
     if any(check.status == FAILED for check in checks):
-        return checks  # two boots (a minute or more) cannot change a failed grade: spare the learner the wait
+        return checks  # two boots (15 s or more) cannot change a failed grade: spare the learner the wait
     try:
         measured = pair_booted_now()
     except CannotShow as why:  # no QEMU, no image, or (a workshop's learner) no VMs of their own

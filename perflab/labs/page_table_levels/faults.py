@@ -26,6 +26,7 @@ class Settings:
     budget_s: float
     fault_rounds: int  # rounds of faults per mode in each boot (native: per run)
     pages: int  # pages mapped and touched per round
+    minimal_guests: bool = False  # in VMs: the quick run's minimal guests, both modes at once (minimal.py)
 
 
 # ---------------------------------------------------------------- the arithmetic

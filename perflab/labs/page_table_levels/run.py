@@ -14,131 +14,36 @@ Two ways, chosen with the `where` option:
 
 from __future__ import annotations
 
-import io
-import json
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
 from ... import results, stats
 from ...bounds import NO_LIMIT, Bound
 from ...cpulist import check_cpus
 from ...errors import PerflabError
-from ...probe import Machine, paging_levels_of
+from ...probe import Machine
 from ...sequential import DECIDED, Plan, Race, race
 from ...verdict import Verdict
-from .. import CannotShow, Lab
+from .. import Lab
+from . import minimal
 from .faults import (
     MIN_RELATIVE,
-    MODES,
-    SOURCE_DIR,
     Settings,
     boot_cost,
     decide,
     fault_around,
     fault_note,
-    faults_argv,
     mode_bucket,
-    parse_histogram,
     per_fault,
     result_samples,
 )
+from .guests import PROFILES, TRACED, boot_and_measure, check_vm_ready
 from .native import judge_native, measure_here, other_boot
 
-PROFILES = {5: "la57-icount", 4: "no5lvl-icount"}  # paging levels -> the VM profile that boots with them
 ARMS = ("5-level", "4-level")
 
 
-# ---------------------------------------------------------------- measured in a VM
-
-def check_vm_ready() -> None:
-    """QEMU and the guest image are there: otherwise CannotShow, with one line that says how to get them."""
-    from ...vm.qemu import cannot_boot
-
-    if cannot_boot():
-        raise CannotShow(cannot_boot())
-
-
-TRACED = "handle_mm_fault"
-TRACE_MARK = f"== funclatency {TRACED}"
-HIGH_MARK = "== faults -H"
-
-
-def guest_script(settings: Settings, histogram: bool = False, high: bool = False) -> str:
-    """Build the program in the guest, say the paging mode, measure both modes; then, if asked, the rounds
-    hinted above 2^47 and the histogram, each after its mark, so the measured rounds stay free of both."""
-    binary = f"build/{Path(SOURCE_DIR).name}/faults"
-    runs = " && ".join(" ".join(faults_argv(binary, mode, settings)) for mode in MODES)
-    script = f"make -s -C {SOURCE_DIR} && grep VmallocTotal /proc/meminfo && {runs}"
-    if high:
-        script += f" && echo '{HIGH_MARK}' && {' '.join(faults_argv(binary, 'anon', settings))} -H"
-    return f"{script} && {histogram_script(binary, settings)}" if histogram else script
-
-
-# ANCHOR: histogram_script
-def histogram_script(binary: str, settings: Settings) -> str:
-    """One more round of anonymous faults while bcc's funclatency times every handle_mm_fault call.
-
-    After the measured rounds, so the probe's own instructions are in none of them. funclatency is the
-    libbpf-tools build: compiled once, it attaches in seconds under TCG, where bcc's Python tool would compile
-    its probe for minutes. A tool that cannot attach (no kprobes) leaves its error after the mark, not a failure.
-    """
-    faults = " ".join(faults_argv(binary, "anon", settings))
-    return (f"(stdbuf -oL funclatency {TRACED} > /tmp/funclatency.txt 2>&1 & tracer=$!; "
-            "until grep -q Tracing /tmp/funclatency.txt || ! kill -0 $tracer 2>/dev/null; do sleep 0.2; done; "
-            f"{faults} > /dev/null; kill -INT $tracer 2>/dev/null; wait $tracer; "
-            f"echo '{TRACE_MARK}'; cat /tmp/funclatency.txt)")
-# ANCHOR_END: histogram_script
-
-
-def split_guest_output(text: str) -> tuple[str, str, str | None]:
-    """The guest's output in its parts: the measured rounds, the rounds hinted above 2^47 ("" if not run), and
-    funclatency's output (None without its mark)."""
-    measured, marked, traced = text.partition(TRACE_MARK)
-    measured, _, hinted_high = measured.partition(HIGH_MARK)
-    return measured, hinted_high, traced if marked else None
-
-
-def parse_guest_output(text: str) -> tuple[int | None, list[dict[str, Any]]]:
-    """The guest's paging levels (from its VmallocTotal line) and the program's samples."""
-    levels, samples = None, []
-    for line in text.splitlines():
-        if line.startswith("VmallocTotal"):
-            levels = paging_levels_of(line)
-        elif line.startswith("{"):
-            record = json.loads(line)
-            if record.get("type") == "sample":
-                samples.append(record)
-    return levels, samples
-
-
-def boot_and_measure(levels: int, settings: Settings, histogram: bool = False, high: bool = False) -> dict[str, Any]:
-    """Boot the profile for `levels`, check the guest really runs them, measure, stop the VM."""
-    from ...vm.boot import session
-    from ...vm.commands import execute
-    from ...vm.labrun import vm_block
-
-    profile = PROFILES[levels]
-    out, err = io.BytesIO(), io.BytesIO()
-    with session(profile, progress=False) as machine:
-        code = execute(machine, ["sh", "-c", guest_script(settings, histogram, high)], stdout=out, stderr=err)
-        vm = vm_block(machine.info())
-    if code != 0:
-        last = err.getvalue().decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]
-        raise PerflabError(f"the fault benchmark failed in {profile}: {last[0]}")
-    measured, hinted_high, traced = split_guest_output(out.getvalue().decode(errors="replace"))
-    found, samples = parse_guest_output(measured)
-    if found != levels:
-        raise PerflabError(f"{profile} booted with {found}-level page tables, not {levels}: check vm/{profile}.toml "
-                           "(la57, kernel_args) and the guest kernel")
-    boot = {"profile": profile, "paging_levels": found, "boot_seconds": vm.get("boot_seconds"),
-            "accel": vm.get("accel"), "icount": "-icount" in (vm.get("qemu_argv") or []), "samples": samples}
-    if high:
-        boot["hinted_high"] = parse_guest_output(hinted_high)[1]
-    if histogram:
-        boot[TRACED] = parse_histogram(traced) if traced is not None else {"error": "the guest printed no histogram"}
-    return boot
-
+# ---------------------------------------------------------------- measured in VMs
 
 def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
     """Boot both paging modes round by round, in rotated order, until decided: the race and every boot.
@@ -148,16 +53,18 @@ def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
     boots: list[dict[str, Any]] = []
 
     def one_round(r: int, order: list[str]) -> dict[str, float]:
-        measured = {}
-        for arm in order:
-            boot = dict(boot_and_measure(int(arm[0]), settings, histogram=r == 0, high=r == 0), round=r)
-            boots.append(boot)
-            measured[arm] = boot_cost(boot)
-        return measured
+        if settings.minimal_guests:  # side by side: the order does not matter
+            booted = minimal.boot_both(settings, high=r == 0)
+        else:
+            booted = {int(arm[0]): boot_and_measure(int(arm[0]), settings, histogram=r == 0, high=r == 0)
+                      for arm in order}
+        boots.extend(dict(booted[int(arm[0])], round=r) for arm in order)
+        return {arm: boot_cost(booted[int(arm[0])]) for arm in order}
 
     plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
     raced = race(list(ARMS), one_round, lambda values, alpha: decide(values, alpha)[0] in DECIDED, plan,
-                 control="4-level", desc="rounds: a boot of la57 and of no5lvl, ~90 s", progress=progress)
+                 control="4-level", progress=progress,
+                 desc=f"rounds: a boot of la57 and of no5lvl, ~{15 if settings.minimal_guests else 90} s")
     histograms = {str(b["paging_levels"]): b.pop(TRACED) for b in boots if TRACED in b}
     # Set beside the boot's last anonymous round below 2^47, not its cheapest: by the end of a boot the kernel
     # has usually moved to the state in which every fault costs about 8 instructions more (see boot_cost).
@@ -207,13 +114,25 @@ def histogram_note(histograms: dict[str, dict[str, Any]]) -> list[str]:
     return notes
 
 
+def guests_note(boots: list[dict[str, Any]]) -> str:
+    """Which guests counted, and what the other kind would add."""
+    if any(b.get("guest") == "minimal" for b in boots):
+        return ("quick run: minimal guests (the image's kernel with an initramfs of init and a static faults, both "
+                "modes booted at once) with nokaslr and norandmaps, so that every boot of a mode lays out the kernel "
+                "and the program alike and counts alike; file faults read a file in the initramfs's memory, not a "
+                "disk's page cache; the full run boots the Debian guest with both layouts random, as real machines "
+                "boot, and adds funclatency's handle_mm_fault histogram")
+    return ("full run: the Debian guest, with KASLR and random mappings, as real machines boot: each boot lays out "
+            "the kernel and the program anew, which moves its count by up to 18 instructions a fault")
+
+
 # ---------------------------------------------------------------- the lab
 
 class PageTableLevels(Lab):
     """The fifth page-table level costs on every minor fault."""
 
     name = "page-table-levels"
-    QUICK = Settings(rounds_per_look=3, max_rounds=3, budget_s=900, fault_rounds=9, pages=1024)
+    QUICK = Settings(rounds_per_look=2, max_rounds=2, budget_s=300, fault_rounds=9, pages=1024, minimal_guests=True)
     FULL = Settings(rounds_per_look=4, max_rounds=8, budget_s=2400, fault_rounds=9, pages=4096)
     RUNS = ("max_rounds",)
     OPTIONS = {"where": ("vm", "native")}
@@ -278,6 +197,7 @@ class PageTableLevels(Lab):
         notes.append(f"5-level minus 4-level: {five - four:+.1f} instructions per anonymous fault")
         notes += hinted_high_note(result["vms"].get("hinted_high", {}))
         notes += histogram_note(result["vms"].get("histograms", {}))
+        notes.append(guests_note(boots))
         notes.append("what this counts: the guest kernel's instructions for the extra level (walking, allocating and "
                      "freeing the P4D), not the MMU's hardware walk, which TCG does not model (no TLB or "
                      "paging-structure caches); icount runs every vCPU on one host thread, so thread scaling "
