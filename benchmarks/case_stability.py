@@ -19,10 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,28 +35,14 @@ MAX_GRADES = 3
 
 def one_seed(seed: int) -> dict:
     """Generate, grade untouched, fix, grade: the statuses and the seconds each took."""
-    from perflab.cases.case import new_case
-    from perflab.cases.grade import grade_case
-    from perflab.cases.reveal import solve
+    from perflab.cases.check import trial, was_busy
 
-    with tempfile.TemporaryDirectory(prefix="perflab-case-stability-") as folder:
-        os.environ["PERFLAB_WORKSPACE"] = folder
-        start = time.monotonic()
-        case = new_case(seed, say=lambda _: None)
-        made = time.monotonic()
-        untouched = grade_case(case, record=False, progress_bar=False)
-        solve(case)
-        seconds, busy = [], []
-        for _ in range(MAX_GRADES):
-            graded = time.monotonic()
-            fixed = grade_case(case, record=False, progress_bar=False)
-            seconds.append(time.monotonic() - graded)
-            busy.append(any("the machine was busy" in c.got for c in fixed.checks))
-            if not busy[-1]:
-                break
-    return {"seed": seed, "causes": [c.name for c in case.causes], "generate_s": made - start,
-            "untouched": untouched.status, "fixed": fixed.status, "grade_s": max(seconds), "grades": len(seconds),
-            "busy_grades": sum(busy), "why": [f"{c.name}: {c.got}" for c in fixed.checks if c.status != "passed"]}
+    done = trial(seed, grades=MAX_GRADES)
+    fixed = done.fixed[-1]
+    return {"seed": seed, "causes": [c.name for c in done.case.causes], "generate_s": done.made_s,
+            "untouched": done.untouched.status, "fixed": fixed.status, "grade_s": max(done.grade_s),
+            "grades": len(done.fixed), "busy_grades": sum(map(was_busy, done.fixed)),
+            "why": [f"{c.name}: {c.got}" for c in fixed.checks if c.status != "passed"]}
 
 
 def main() -> int:

@@ -10,6 +10,7 @@ import pytest
 from perflab.cases import causes
 from perflab.cases.build import build, run
 from perflab.cases.case import QUICK_REQUESTS, find_case, new_case
+from perflab.cases.check import was_busy
 from perflab.cases.diagnosis import read_diagnosis, read_start
 from perflab.cases.grade import grade_case
 from perflab.cases.hints import METHOD, all_hints
@@ -105,7 +106,6 @@ def test_hints_teach_the_method_before_they_narrow_to_a_part_of_the_release():
     assert case.causes[0].kind in opened[4]
 
 
-BUSY = "the machine was busy"
 QUIET_TRIES = 3
 
 
@@ -114,7 +114,7 @@ def _grade(case):
     grade was busy is skipped: the host stole the CPUs, and a race beside it decides nothing, by design."""
     for _ in range(QUIET_TRIES):
         report = grade_case(case, record=False, progress_bar=False)
-        if not any(BUSY in check.got for check in report.checks):
+        if not was_busy(report):
             return report, {c.name: c for c in report.checks}
     pytest.skip(f"{QUIET_TRIES} grades in a row found the machine busy: {report.checks[0].got}")
 

@@ -75,10 +75,14 @@ def grade_case(case: Case, record: bool = True, progress_bar: bool = True, user:
 
 
 def _arms(case: Case, folder: Path, user: str | None) -> dict[str, list[str]]:
-    """Each arm's command line; a sealed case (its learner's grade) only builds and reads start.sh."""
+    """Each arm's command line; none for an untouched release, which has nothing to race, or for a sealed case,
+    whose learner's grade only builds the service and reads start.sh."""
     release, yours = folder / "release", folder / "yours"
-    build((case.folder / "service.c").read_text(errors="replace"), yours, user)
+    service = (case.folder / "service.c").read_text(errors="replace")
     start = read_start((case.folder / "start.sh").read_text(errors="replace"), case.threads, list(case.cpus))
+    if not case.sealed and service == case.release_source() and start == case.release_start():
+        return {}
+    build(service, yours, user)
     if case.sealed:
         return {}
     build(case.release_source(), release)
@@ -90,7 +94,7 @@ def _arms(case: Case, folder: Path, user: str | None) -> dict[str, list[str]]:
 
 
 def _measured(case: Case, arms: dict[str, list[str]], named: list[Named], progress_bar: bool) -> list[Check]:
-    if YOUR_START not in arms and (case.folder / "service.c").read_text(errors="replace") == case.release_source():
+    if not arms:
         return [Check("faster than the release", FAILED, f"faster than release by {FASTER:.0%} or more, decided",
                       "service.c and start.sh are the release's: nothing to race yet")]
     answers = {arm: run(argv)["checksum"] for arm, argv in arms.items() if arm != YOUR_START}
