@@ -198,35 +198,23 @@ def _exercises_cell(state: LearnerState, exercises: list[str]) -> str:
 
 def answers_html(states: list[LearnerState]) -> str:
     """Each written question, its rubric, and every learner's newest answer to it."""
-    manifest = load_manifest()
-    sections = []
+    manifest, sections = load_manifest(), []
     for exercise in manifest.exercises:
         asked = written.questions(read_notebook(exercise.exercise_path), manifest.stub_markdown)
         for question, rubric in zip(asked, exercise.rubric):
-            rows = []
-            for state in states:
-                entry = next(
-                    (
-                        e
-                        for e in state.answers.get(exercise.name, [])
-                        if isinstance(e, dict) and e.get("question") == question.text
-                    ),
-                    {},
-                )
-                answer = str(entry.get("answer") or "")
-                graded = html.escape(str(entry.get("graded", "")))
-                shown = (
-                    f"<td class=answer>{html.escape(answer)}</td><td class=none>{graded}</td>"
-                    if answer
-                    else "<td class=none>no answer yet</td><td></td>"
-                )
-                rows.append(f"<tr><th>{html.escape(state.learner)}</th>{shown}</tr>")
-            sections.append(
-                f"<h3><code>{html.escape(exercise.name)}</code>: {html.escape(question.text)}</h3>"
-                f"<p class=rubric><b>A good answer:</b> {html.escape(rubric)}</p>"
-                f"<table>{''.join(rows)}</table>"
-            )
+            rows = "".join(_answer_row(state, exercise.name, question.text) for state in states)
+            sections.append(f"<h3><code>{html.escape(exercise.name)}</code>: {html.escape(question.text)}</h3>"
+                            f"<p class=rubric><b>A good answer:</b> {html.escape(rubric)}</p><table>{rows}</table>")
     return "".join(sections)
+
+
+def _answer_row(state: LearnerState, exercise: str, question: str) -> str:
+    kept = state.answers.get(exercise, [])
+    entry = next((e for e in kept if isinstance(e, dict) and e.get("question") == question), {})
+    answer, graded = str(entry.get("answer") or ""), html.escape(str(entry.get("graded", "")))
+    shown = (f"<td class=answer>{html.escape(answer)}</td><td class=none>{graded}</td>" if answer
+             else "<td class=none>no answer yet</td><td></td>")
+    return f"<tr><th>{html.escape(state.learner)}</th>{shown}</tr>"
 
 
 def render_html(states: list[LearnerState], prefix: str = "") -> str:
