@@ -55,14 +55,18 @@ def qemu_version() -> str:
     return done.stdout.splitlines()[0] if done.stdout else "unknown"
 
 
+def bare(name: str) -> list[str]:
+    """A QEMU named `name` with no default devices, config file, display or reboot: the arguments after add all."""
+    return [QEMU, "-name", name, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"]
+
+
 def qemu_argv(machine: VM, disk: Path, kernel: Path, initrd: Path, accel: str) -> list[str]:
     profile = machine.profile
     append = ["root=/dev/vda", "ro", "console=ttyS0", "init=/usr/local/sbin/perflab-init", "panic=-1", "loglevel=4",
               f"perflab.profile={profile.name}", *([TCG_SINGLE_THREAD] if single_thread(profile, accel) else []),
               *profile.kernel_args]
     return [
-        QEMU, "-name", f"perflab-{profile.name}", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        *machine_args(profile, accel),
+        *bare(f"perflab-{profile.name}"), *machine_args(profile, accel),
         "-kernel", str(kernel), "-initrd", str(initrd), "-append", " ".join(append),
         # snapshot=on: the guest's writes go to a temporary overlay, so the cached image never changes
         "-drive", f"file={disk},if=virtio,format=raw,snapshot=on",

@@ -29,8 +29,8 @@ from ...errors import PerflabError
 from ...journal import signals_end_the_process
 from ...paths import REPO_ROOT, scratch
 from ...vm import image as guest_image
-from ...vm.profiles import load, machine_args
-from ...vm.qemu import QEMU
+from ...vm.profiles import Profile, load, machine_args
+from ...vm.qemu import bare
 from .faults import SOURCE_DIR, Settings
 from .guests import PROFILES, read_boot
 
@@ -71,13 +71,12 @@ def initramfs(folder: Path) -> Path:
     return path
 
 
-def qemu_argv(profile_name: str, kernel: Path, initrd: Path, console: Path, settings: Settings) -> list[str]:
+def qemu_argv(profile: Profile, kernel: Path, initrd: Path, console: Path, settings: Settings) -> list[str]:
     """QEMU's command line for a minimal guest of the profile: its CPU, memory and clock, no disk, no agent."""
-    profile = load(profile_name)
     append = [*KERNEL_ARGS, *profile.kernel_args, "--", str(settings.pages), str(settings.fault_rounds)]
-    return [QEMU, "-name", f"perflab-quick-{profile_name}", "-nodefaults", "-no-user-config", "-display", "none",
-            "-no-reboot", *machine_args(profile, "tcg"), "-kernel", str(kernel), "-initrd", str(initrd),
-            "-append", " ".join(append), "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console"]
+    return [*bare(f"perflab-quick-{profile.name}"), *machine_args(profile, "tcg"), "-kernel", str(kernel),
+            "-initrd", str(initrd), "-append", " ".join(append),
+            "-chardev", f"file,id=console,path={console}", "-serial", "chardev:console"]
 
 
 def boot_both(settings: Settings, high: bool) -> dict[int, dict[str, Any]]:
@@ -86,10 +85,10 @@ def boot_both(settings: Settings, high: bool) -> dict[int, dict[str, Any]]:
     image = guest_image.current()
     with scratch("quick-guests") as folder_name, signals_end_the_process(), ExitStack() as files:
         folder, running, started = Path(folder_name), {}, time.monotonic()
-        initrd = initramfs(folder)
+        initrd, profiles = initramfs(folder), {levels: load(name) for levels, name in PROFILES.items()}
         try:
-            for levels, name in PROFILES.items():
-                argv = qemu_argv(name, image.kernel(load(name).kernel), initrd, folder / f"{levels}.log", settings)
+            for levels, profile in profiles.items():
+                argv = qemu_argv(profile, image.kernel(profile.kernel), initrd, folder / f"{levels}.log", settings)
                 errors = files.enter_context((folder / f"{levels}.err").open("w"))
                 running[levels] = processes.start(argv, stdout=errors, stderr=errors)
             seconds = {levels: _wait(levels, process, started, folder) for levels, process in running.items()}
@@ -97,7 +96,8 @@ def boot_both(settings: Settings, high: bool) -> dict[int, dict[str, Any]]:
             for process in running.values():
                 processes.stop(process, signal.SIGKILL)
         return {levels: {**read_boot(levels, (folder / f"{levels}.log").read_text(errors="replace"), high=high),
-                         "guest": "minimal", "boot_seconds": seconds[levels], "accel": "tcg", "icount": True}
+                         "guest": "minimal", "boot_seconds": seconds[levels], "accel": "tcg",
+                         "icount": bool(profiles[levels].icount)}
                 for levels in running}
 
 
