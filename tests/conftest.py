@@ -50,6 +50,13 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subpro
                           timeout=timeout, cwd=REPO, env={**os.environ, **(env or {})})
 
 
+# Rounds per race in the tests that run whole labs to check their plumbing (every cell runs, every figure draws,
+# the verdict reads back): a race stops there at 10 rounds, decided or not, instead of racing up to a lab's whole
+# quick budget on a host where its effect sits at the threshold. Deciding is what the verdict-stability
+# benchmarks and each lab's own real-run test measure.
+RUNS_FOR_PLUMBING = "10"
+
+
 def without_guest_image(folder: Path) -> dict[str, str]:
     """The environment of a machine with no guest image: a lab that boots VMs says so in seconds instead of
     booting them (minutes under TCG). Its real boots are tested by the slow VM tests, so the tests that run
@@ -109,14 +116,15 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def every_lab_quick(tmp_path_factory) -> tuple[dict, Path]:
-    """`perflab run all --quick --json`, once for the whole session: (its JSON, the results folder it wrote)."""
+    """`perflab run all --quick --runs 10 --json`, once for the whole session: (its JSON, the results folder it
+    wrote)."""
     import json
 
     folder = tmp_path_factory.mktemp("run-all")
     env = {"PERFLAB_RESULTS": str(folder / "results"), "PERFLAB_LOCK": str(folder / "measure.lock"),
            "PERFLAB_PROGRESS": str(folder / "progress.txt"), "PERFLAB_WORKSPACE": str(folder / "work"),
            **without_guest_image(folder)}
-    done = run_cli("run", "all", "--quick", "--json", env=env, timeout=900)
+    done = run_cli("run", "all", "--quick", "--runs", RUNS_FOR_PLUMBING, "--json", env=env, timeout=900)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), folder / "results"
 

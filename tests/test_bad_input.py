@@ -351,6 +351,8 @@ CASES = [
     ("run with --runs 10**12", nothing, ["run", "core-to-core", "--runs", "1000000000000"], "out of range"),
     ("run with --runs of words", nothing, ["run", "core-to-core", "--runs", "many"], "whole number"),
     ("run with an empty --runs", nothing, ["run", "core-to-core", "--runs", ""], "whole number"),
+    ("run with PERFLAB_RUNS of words", nothing, ["run", "core-to-core", "--quick"], "PERFLAB_RUNS='many' is out"),
+    ("run with PERFLAB_RUNS 0", nothing, ["run", "memcpy-variant", "--quick"], "PERFLAB_RUNS='0' is out of range"),
     (
         "run with a results folder that is a file",
         files({"results-file": "not a folder"}),
@@ -543,6 +545,8 @@ CASES = [
 
 ENVIRONMENT = {  # the rows whose bad input is in the environment rather than on the command line
     "run with a results folder that is a file": ("PERFLAB_RESULTS", "{tmp}/results-file"),
+    "run with PERFLAB_RUNS of words": ("PERFLAB_RUNS", "many"),
+    "run with PERFLAB_RUNS 0": ("PERFLAB_RUNS", "0"),
     "reset into a workspace that is a file": ("PERFLAB_WORKSPACE", "{tmp}/work-file"),
     "list with a progress file that is a folder": ("PERFLAB_PROGRESS", "{tmp}/progress-folder"),
     "progress with a progress file that is a folder": ("PERFLAB_PROGRESS", "{tmp}/progress-folder"),

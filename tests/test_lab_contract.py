@@ -219,6 +219,26 @@ def test_every_lab_round_trips_through_run_the_report_and_its_notebook(lab, ever
     assert f"from {lab.package} import LAB" in first_code, "the notebook runs this lab's LAB"
 
 
+@pytest.mark.parametrize("given, expected", [(None, 6), ("9", 9)])
+def test_perflab_runs_caps_the_rounds_of_a_run_that_gives_none(isolated_state, monkeypatch, given, expected):
+    """PERFLAB_RUNS stands in for --runs when a run gives none (the notebook tests' runs); --runs still wins."""
+    lab = next(lab for lab in READY if lab.name == "hidden-quadratic").load()
+    monkeypatch.setenv("PERFLAB_RUNS", "6")
+    seen = []
+
+    class Measured(Exception):
+        pass
+
+    def measure(machine, placement, settings, progress, **options):
+        seen.append(settings)
+        raise Measured
+
+    monkeypatch.setattr(lab, "measure", measure)
+    with pytest.raises(Measured):
+        lab.run(quick=True, runs=int(given) if given else None, progress=False)
+    assert [getattr(seen[0], name) for name in lab.RUNS] == [expected] * len(lab.RUNS)
+
+
 # --- the lists of labs ------------------------------------------------------------------------------------
 
 def test_every_list_of_labs_agrees_with_the_manifest():

@@ -10,7 +10,7 @@ import pytest
 from answer_leaks import exercise_answers, notebook_text, shown_in
 from nbclient import NotebookClient
 
-from conftest import REPO, without_guest_image
+from conftest import REPO, RUNS_FOR_PLUMBING, without_guest_image
 from perflab import workspace
 
 LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
@@ -19,6 +19,7 @@ LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 @pytest.mark.parametrize("path", LAB_NOTEBOOKS, ids=lambda p: p.parent.name)
 def test_lab_notebook_runs_in_quick_mode(path, monkeypatch, tmp_path):
     monkeypatch.setenv("PERFLAB_QUICK", "1")
+    monkeypatch.setenv("PERFLAB_RUNS", RUNS_FOR_PLUMBING)
     for name, value in without_guest_image(tmp_path).items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("MPLBACKEND")  # the kernel's own inline backend, as a learner has it

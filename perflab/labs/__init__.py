@@ -105,6 +105,18 @@ def reserved_cpus() -> list[int] | None:
     return parse_cpulist(given) if given else None
 
 
+def capped_runs() -> int | None:
+    """The rounds every race is capped at when a run gives no --runs (PERFLAB_RUNS): headless runs whose point is
+    the plumbing, not the verdict (the tests' notebooks), and a workshop that must fit each run in a turn."""
+    given = os.environ.get("PERFLAB_RUNS")
+    if not given:
+        return None
+    if not given.isdigit() or not 1 <= int(given) <= MAX_RUNS:
+        raise PerflabError(f"PERFLAB_RUNS={given!r} is out of range: give a whole number of rounds from 1 to "
+                           f"{MAX_RUNS}, or unset it")
+    return int(given)
+
+
 def one_cpu(machine: Machine, cpus: list[int] | None) -> int:
     """For a lab that measures on one CPU: the first one given, checked, else the last online CPU (CPU 0 takes
     the most interrupts)."""
@@ -188,6 +200,8 @@ class Lab(ABC):
         reserved = None if cpus else reserved_cpus()
         cpus = cpus or reserved
         chosen_options = self._options(options)
+        if runs is None and self.RUNS:
+            runs = capped_runs()
         settings = self.settings_for(quick, runs)
         asked = f"perflab run {self.name}{' --quick' if quick else ''}{f' --runs {runs}' if runs else ''}"
         with measurement_lock(asked, wait=wait):  # one lock, probe to saved result; durations kept per `asked`
