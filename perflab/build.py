@@ -16,17 +16,18 @@ def _require_toolchain(compiler: str = "cc") -> None:
         raise PerflabError(f"make or {compiler} is missing: run `make lab` (deps/debian.txt lists the compilers)")
 
 
-def ensure_built(source_dir: str, program: str) -> Path:
-    """Run make in `source_dir` (relative to the checkout) and return build/<OUT>/<program>.
+def ensure_built(source_dir: str, program: str, target: str = "") -> Path:
+    """Run make in `source_dir` (relative to the checkout), for `target` if given, and return
+    build/<OUT>/<program>.
 
     make is idempotent and quick when nothing changed, so callers build every time.
     """
     _require_toolchain()
     folder = REPO_ROOT / source_dir
-    done = processes.run(["make", "-s", "-C", str(folder)])
+    done = processes.run(["make", "-s", "-C", str(folder), *([target] if target else [])])
     if done.returncode != 0:
         raise PerflabError(f"building {source_dir} failed: {done.stderr.strip().splitlines()[-1:]}; run `make -C "
-                           f"{source_dir}` to see why")
+                           f"{source_dir}{f' {target}' if target else ''}` to see why")
     out = processes.run(
         ["make", "-s", "--no-print-directory", "-C", str(folder), "-f", "Makefile", "-f", "-", "print-build"],
         input="print-build:\n\t@echo $(BUILD)\n",

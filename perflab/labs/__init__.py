@@ -106,8 +106,8 @@ def reserved_cpus() -> list[int] | None:
 
 
 def capped_runs() -> int | None:
-    """The rounds every race is capped at when a run gives no --runs (PERFLAB_RUNS): headless runs whose point is
-    the plumbing, not the verdict (the tests' notebooks), and a workshop that must fit each run in a turn."""
+    """The rounds every race is capped at when a run gives no --runs (PERFLAB_RUNS), for headless runs whose point
+    is the plumbing, not the verdict: the tests' notebooks and the author check."""
     given = os.environ.get("PERFLAB_RUNS")
     if not given:
         return None
