@@ -21,9 +21,12 @@ lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser $(ALLOW_ROOT) \
 	    --LabApp.default_url=/perflab/ --ServerApp.root_dir=$(CURDIR)
 
+# Two phases: the tests that time nothing run two at a time (pytest-xdist; tests that share a VM or change the
+# same knobs stay on one worker), then the tests marked live run alone, since each measures this machine.
 test: setup test-deps
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest --phase parallel -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest --phase live $(PYTEST_ARGS)
 
 setup: deps python proxy bench book
 

@@ -71,7 +71,9 @@ def guest_image_in_background(request):
     from perflab.vm import image
 
     wanted = any(item.get_closest_marker("slow") for item in request.session.items)
-    if not wanted or os.geteuid() != 0 or image.current().exists():
+    # Two at a time (pytest-xdist), the first worker builds and the other's VM tests wait on the build's lock.
+    first_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
+    if not wanted or not first_worker or os.geteuid() != 0 or image.current().exists():
         yield
         return
     log = Path(tempfile.gettempdir()) / "perflab-test-image-build.log"
@@ -109,9 +111,42 @@ def numa2_up():
     assert down.returncode == 0 and not machine.vm("numa2").running(), down.stderr
 
 
-def pytest_collection_modifyitems(items):
-    """The tests that share numa2 go last, in their collected order (the sort is stable)."""
-    items.sort(key=lambda item: "numa2_up" in getattr(item, "fixturenames", ()))
+def pytest_addoption(parser):
+    parser.addoption(
+        "--phase", choices=("all", "parallel", "live"), default="all",
+        help="which tests this session runs: all; only those not marked live (`make test` runs them two at a time "
+             "with -n 2); or only the live ones (run alone, after: they measure this machine)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Keep this session's phase, and order it.
+
+    When the tests run two at a time, those that boot the course's VMs (named by profile: two tests cannot both
+    boot `default`) or run whole labs go to one worker each: numa2 boots once, and `run all` runs once, beside the
+    other whole lab runs (test_notebooks, test_kill_9) rather than at the same time (pytest-xdist starts the
+    biggest group first). The tests that share numa2 go last, so it is up only from then on; of the others the
+    slow ones start first, so that short ones fill the end (the sort is stable)."""
+    phase = config.getoption("phase")
+    if phase != "all":
+        in_phase = {True: [], False: []}
+        for item in items:
+            in_phase[(item.get_closest_marker("live") is not None) == (phase == "live")].append(item)
+        config.hook.pytest_deselected(items=in_phase[False])
+        items[:] = in_phase[True]
+    for item in items:
+        for fixture, group in (("numa2_up", "vms"), ("every_lab_quick", "lab-runs")):
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: ("numa2_up" in getattr(item, "fixturenames", ()),
+                                 item.get_closest_marker("slow") is None))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A phase with nothing to run (`make test PYTEST_ARGS=tests/test_stats.py` has no live test) passes."""
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and session.config.getoption("phase") != "all":
+        session.exitstatus = pytest.ExitCode.OK
 
 
 @pytest.fixture(scope="session")

@@ -10,12 +10,15 @@ import pytest
 from perflab.cases import causes
 from perflab.cases.build import build, run
 from perflab.cases.case import QUICK_REQUESTS, find_case, new_case
-from perflab.cases.check import was_busy
+from perflab.cases.check import author_problems, was_busy
 from perflab.cases.diagnosis import read_diagnosis, read_start
 from perflab.cases.grade import grade_case
 from perflab.cases.hints import METHOD, all_hints
 from perflab.cases.reveal import solve, truth
 from perflab.errors import PerflabError
+from perflab.grading.authoring import check_environment
+
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
 
 ONLINE = [0, 1]
 
@@ -217,3 +220,9 @@ def test_work_moved_out_of_the_stage_it_was_timed_in_is_not_credited():
     assert report.status != "passed" and moved.status != "passed", report.render()
     # Decided, the stage's race is overruled by the wall clock; a race a noisy host left undecided credits nothing.
     assert "only the timed requests got faster" in moved.got or "too uncertain to decide" in moved.got, moved.got
+
+
+def test_the_author_seeds_plant_every_cause_their_fix_passes_and_the_untouched_case_fails():
+    """The cases' part of the author check (`perflab exercises check`), as it grades them."""
+    with check_environment():
+        assert author_problems() == []

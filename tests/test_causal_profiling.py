@@ -174,6 +174,7 @@ def test_parse_perf_report_ranks_user_and_kernel_symbols():
 
 
 @needs_two_cpus
+@pytest.mark.live  # perf's samples and a race of two builds: alone
 def test_perf_ranks_the_off_path_function_first(tmp_path):
     binary = ensure_built(lab.SOURCE_DIR, "commit")
     ranking = profilers.perf_ranking(lab.program_argv(binary, LAB.choose_cpus(probe()), 1), tmp_path)
@@ -182,6 +183,7 @@ def test_perf_ranks_the_off_path_function_first(tmp_path):
 
 
 @needs_coz
+@pytest.mark.live  # coz's experiments time this machine: alone
 def test_coz_runs_for_real_and_yields_experiments(tmp_path):
     binary = ensure_built(lab.SOURCE_DIR, "commit")
     session = profilers.CozSession(
@@ -269,6 +271,7 @@ def test_critical_lines_are_block_hash_and_its_call():
 
 
 @needs_two_cpus
+@pytest.mark.live  # perf's samples and a race of two builds: alone
 def test_optimising_perfs_hottest_function_does_not_pass(isolated_state):
     source = checks.EXERCISE_SOURCE.read_text()
     wrong = checks.known_wrong_fix(source)

@@ -2,23 +2,64 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import nbformat
 import pytest
 
 from conftest import without_guest_image
-from perflab.grading import FAILED, PASSED, Check, Report, progress
-from perflab.grading.authoring import author_check, learner_copy, strip_solutions
+from perflab.grading import FAILED, PASSED, Check, Report, authoring, progress
+from perflab.grading.authoring import learner_copy, strip_solutions
 from perflab.manifest.exercises import load_manifest
 
+# The exercises whose grading measures this machine: the notebook runs a lab, or the grader races two builds.
+# They are graded alone, after the tests that run two at a time. Every other grading must leave the measurement
+# lock untouched (the test below checks), so a measurement cannot slip into the parallel phase unlisted.
+MEASURING = {"c2c-harmonic-mean", "c2c-measure-pair", "alignment-slow-build", "llc-predict", "coz-find-the-line",
+             "ipi-predict-rows", "ipi-quiet-cpu", "ptl-fault-around", "nsd-cap-model", "nsd-fix", "aliasing-predict",
+             "aliasing-fix-offsets", "hq-predict-crossover", "hq-find-the-line", "hq-fix", "mn-flood-suspect",
+             "mn-predict-slowdown", "memcpy-predict", "memcpy-tune", "po-cost-per-sample", "po-quiet-options"}
 
-def test_author_check_passes(monkeypatch, tmp_path):
-    """Every solution passes, every untouched exercise fails, copies match, no strays.
+
+def test_the_exercises_are_listed_generated_and_asked_as_the_manifest_says():
+    """No stray notebook, every hint a question, a rubric line per written question, every learner copy exactly
+    what the generator makes of its solution (the author check's part that grades nothing)."""
+    assert authoring.listing_problems() == []
+
+
+@pytest.mark.parametrize("exercise", [pytest.param(e, id=e.name, marks=[pytest.mark.live] * (e.name in MEASURING))
+                                      for e in load_manifest().exercises])
+def test_the_reference_solution_passes_and_the_untouched_exercise_fails(exercise, monkeypatch, tmp_path):
+    """The author check's gradings, one exercise each, as `perflab exercises check` grades them.
 
     Without a guest image, the two graders that boot VMs (ptl-cost-per-fault, nsd-placement) grade a
     solution inconclusive, never passed; their boots are the labs' own, tested by the slow VM tests."""
     for name, value in without_guest_image(tmp_path).items():
         monkeypatch.setenv(name, value)
-    assert author_check() == []
+    with authoring.check_environment():
+        assert authoring.grading_problems(exercise) == []
+    if exercise.name not in MEASURING:
+        assert not Path(os.environ["PERFLAB_LOCK"]).exists(), \
+            f"grading {exercise.name} took the measurement lock: list it in MEASURING, so that it is graded alone"
+
+
+def test_the_author_check_is_its_parts_and_grades_every_exercise_the_way_the_tests_do(monkeypatch):
+    """`perflab exercises check` is the listing, a grading of every exercise and the cases' part, which the tests
+    above and tests/test_cases.py run one by one: here only that it puts them together, each grading inside
+    check_environment."""
+    graded = []
+
+    def grading_problems(exercise):
+        graded.append((exercise.name, os.environ.get("PERFLAB_QUICK"), os.environ.get("PERFLAB_RUNS")))
+        return [f"{exercise.name}: graded"]
+
+    monkeypatch.setattr(authoring, "listing_problems", lambda: ["listed"])
+    monkeypatch.setattr(authoring, "grading_problems", grading_problems)
+    monkeypatch.setattr(authoring, "author_problems", lambda: ["cases"])
+    names = [e.name for e in load_manifest().exercises]
+    assert authoring.author_check() == ["listed", *(f"{name}: graded" for name in names), "cases"]
+    assert sorted(graded) == sorted((name, "1", authoring.ROUNDS_IN_A_CHECK) for name in names)
 
 
 def test_strip_solutions_keeps_indentation_and_surroundings():

@@ -193,6 +193,7 @@ def test_the_original_case_ratio_is_an_interval_around_the_median_core():
 
 # ---------------------------------------------------------------- real runs
 
+@pytest.mark.live  # this machine's rq_affinity, tracefs and timers: alone
 def test_a_quick_run_here_measures_both_arms_and_puts_rq_affinity_back(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
     plan = block_plan(LAB.probe(), default_root())
@@ -241,6 +242,7 @@ def test_part_3_says_why_it_cannot_count(tmp_path, root, vendor, cmdline, reason
     assert found is None if reason is None else reason in found
 
 
+@pytest.mark.live  # this machine's rq_affinity, tracefs and timers: alone
 def test_perf_names_the_ipis_a_bystander_takes_and_leaves_tracefs_as_it_was():
     machine = LAB.probe()
     if reason := tracepoints.why_not(machine, default_root()):
@@ -337,6 +339,7 @@ def test_oslat_json_gives_the_histogram_of_the_thread_on_the_cpu_asked_for():
 
 @pytest.mark.skipif(shutil.which("oslat") is None or os.geteuid() != 0,
                     reason="needs oslat, and root to become a learner")
+@pytest.mark.live  # this machine's rq_affinity, tracefs and timers: alone
 def test_a_learner_without_root_runs_oslat(tmp_path):
     """Without CAP_IPC_LOCK, oslat's locked thread stacks must fit RLIMIT_MEMLOCK (8 MiB here)."""
     nobody = pwd.getpwnam("nobody")
@@ -443,6 +446,7 @@ def test_irq_times_say_why_they_cannot_be_measured(monkeypatch, root, installed,
     assert found is None if reason is None else reason in found
 
 
+@pytest.mark.live  # this machine's rq_affinity, tracefs and timers: alone
 def test_bpftrace_counts_the_disks_interrupts_as_proc_does_and_leaves_tracefs_as_it_was():
     machine = LAB.probe()
     plan = block_plan(machine, default_root())
@@ -523,6 +527,7 @@ measure_block(plan, rounds=10_000, reads=200, progress=False)
 """
 
 
+@pytest.mark.live  # this machine's rq_affinity, tracefs and timers: alone
 def test_a_kill_9_during_the_sweep_is_restored_by_the_next_run(tmp_path):
     plan = block_plan(LAB.probe(), default_root())
     if isinstance(plan, Skipped):

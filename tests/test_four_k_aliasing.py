@@ -20,6 +20,8 @@ from perflab.runner import run_records
 from perflab.sequential import Race
 from perflab.verdict import Verdict
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 
 def machine(vendor: str, family: int | None, pmu: bool = False, model: str = "Some CPU") -> Machine:
     note = f"family {family} model 1 (0x1) stepping 0" if family is not None else None
@@ -207,7 +209,6 @@ def test_fix_offsets_checks_the_layout_before_it_races():
     assert [c.status for c in checks] == [FAILED, FAILED]
 
 
-@pytest.mark.live
 def test_run_lab_quick_gives_a_verdict_and_saves_one_file(isolated_state):
     verdict = LAB.run(quick=True, progress=False)
     assert verdict.verdict in ("reproduced", "not-reproduced", "inconclusive")

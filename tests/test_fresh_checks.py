@@ -21,6 +21,8 @@ from perflab.labs.first_core_ipi.run import OPERATIONS, PROCESSES, ROWS, arm
 from perflab.labs.numa_static_data import exercises as nsd
 from perflab.labs.numa_static_data.model import fit, predict
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 
 @pytest.mark.parametrize("value, text", [
     (499999.99999999994, "500,000"), (0.0023, "0.0023"), (71.4321, "71.43"), (12345678, "12,345,678"),
@@ -116,7 +118,6 @@ def neighbour() -> tuple[int, int]:
     subprocess.run(["kill", str(pid)], capture_output=True)
 
 
-@pytest.mark.live
 def test_a_measurement_beside_a_neighbour_names_it(neighbour):
     cpu, pid = neighbour
     with watched([cpu]) as seen:
@@ -125,7 +126,6 @@ def test_a_measurement_beside_a_neighbour_names_it(neighbour):
     assert seen.why().startswith("the machine was busy (") and seen.why().endswith("grade again when it is quiet")
 
 
-@pytest.mark.live
 def test_the_fresh_pair_measurement_beside_a_neighbour_says_the_machine_was_busy(neighbour):
     """c2c-measure-pair's fresh run passed or failed on whatever it measured; beside a neighbour it now names it."""
     from perflab.labs.core_to_core import exercises as c2c

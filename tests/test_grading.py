@@ -313,6 +313,7 @@ def test_the_manifests_budget_covers_the_whole_notebook(tmp_path, monkeypatch):
     ), "each cell alone fits in the budget, both do not"
 
 
+@pytest.mark.live  # a 5 s budget against a kernel's start: alone
 def test_waiting_for_the_measurement_queue_does_not_spend_the_budget(tmp_path):
     """A notebook that waits 8 s for another process's measurement, then runs 1 s, fits a budget of 5 s (in a busy
     class a learner's grade waited minutes in line); one that runs 8 s does not, and is told."""

@@ -17,6 +17,8 @@ from perflab.results import load
 from perflab.runner import run_once
 from perflab.verdict import VERDICTS, Verdict
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 # `perf script -F comm,ip,sym` of three samples: two in bit_ffs_at, one in an interrupt on top of it, and a
 # frame perf could not name.
 SCRIPT = """flows 
@@ -128,7 +130,6 @@ def test_both_expiry_passes_free_the_same_flows():
     assert freed[("quadratic", 3000)] == freed[("fixed", 3000)] > 1000
 
 
-@pytest.mark.live
 def test_a_real_quick_run_ends_in_a_verdict_whose_figures_draw_from_the_saved_result():
     verdict = LAB.run(quick=True, progress=False)
     assert verdict.verdict in VERDICTS and verdict.results

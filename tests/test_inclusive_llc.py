@@ -23,6 +23,8 @@ from perflab.probe import Fact, Machine, probe
 from perflab.sequential import Race
 from perflab.verdict import Verdict
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 # --- the simulator, against traces worked by hand ------------------------------------------------------
 
 

@@ -14,6 +14,8 @@ from perflab.interference import Task, busy_cpus, charge, parse_stat, unless_qui
 from perflab.sysfs import SysRoot
 from perflab.verdict import Effect, Verdict
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 # A real line of /proc/PID/stat (a name with a space and a parenthesis), fields 14-17 = 250 20 30 5, CPU 1.
 STAT = ("4242 (stress-ng (cpu) S 4241 4241 9 0 -1 4194560 151 0 0 0 250 20 30 5 20 0 1 0 9123 24129536 1130 "
         "18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0")
@@ -112,7 +114,6 @@ def spin(seconds: float) -> list[str]:
     return [sys.executable, "-c", f"import time\nt = time.monotonic() + {seconds}\nwhile time.monotonic() < t: pass"]
 
 
-@pytest.mark.live
 def test_watch_names_a_pinned_neighbour_and_not_the_labs_own_child():
     cpu = sorted(os.sched_getaffinity(0))[-1]
     neighbour = start_neighbour(cpu, 3)

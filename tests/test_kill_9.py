@@ -23,6 +23,10 @@ from perflab.cases.build import scratch
 from perflab.labs import labs
 from perflab.vm import image
 
+# Whole lab runs, one after another on one worker, as the measurement lock has them outside the tests: their
+# runs change the same knobs (tracefs, rq_affinity), and a killed run's restore must not meet another live run.
+pytestmark = pytest.mark.xdist_group("lab-runs")
+
 # Three moments of each lab's quick run, each a program of it (a regex on its command line) and how many
 # of those have started: its first measurement, then programs of other kinds, later in the run.
 # first-core-ipi's oslat runs beside blockread's endless reader, which issue 32 found spinning under PID 1

@@ -19,6 +19,8 @@ from perflab.lock import measurement_lock
 from perflab.runner import Config, interleave, run_once
 from perflab.verdict import Verdict, judge_change, judge_paired_change
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 FAKE_BENCH = textwrap.dedent("""
     import json, sys, time
     label = sys.argv[1]

@@ -28,6 +28,8 @@ from perflab.sequential import Race
 from perflab.sysfs import SysRoot
 from perflab.verdict import Verdict
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 GIB, MIB = 1 << 30, 1 << 20
 
 
@@ -275,7 +277,6 @@ def test_three_processes_measured_here_name_the_streamer():
     assert max(rows, key=lambda p: p["rss_bytes"])["name"] != streamer
 
 
-@pytest.mark.live
 def test_a_real_quick_run_keeps_every_arm_and_the_rss():
     verdict = LAB.run(quick=True, runs=2, progress=False)
     result = verdict.result

@@ -13,6 +13,10 @@ from nbclient import NotebookClient
 from conftest import REPO, RUNS_FOR_PLUMBING, without_guest_image
 from perflab import workspace
 
+# Whole lab runs, one after another on one worker, as the measurement lock has them outside the tests: their
+# runs change the same knobs (tracefs, rq_affinity), and a killed run's restore must not meet another live run.
+pytestmark = pytest.mark.xdist_group("lab-runs")
+
 LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 
 

@@ -54,6 +54,8 @@ from perflab.vm import image, profiles
 from perflab.vm.accelerator import choose_accel
 from perflab.vm.machine import vm
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 FUNCLATENCY = Path(__file__).parent / "fixtures" / "funclatency" / "handle_mm_fault-la57-icount.txt"
 TINY = Settings(rounds_per_look=2, max_rounds=2, budget_s=600, fault_rounds=3, pages=256)
 

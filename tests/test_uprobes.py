@@ -12,6 +12,8 @@ from perflab import processes, uprobes
 from perflab.errors import PerflabError
 from perflab.journal import Journal, SystemChanges
 
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+
 COPIES = REPO / "tests" / "fixtures" / "uprobes" / "copies.c"
 # bpftrace 0.17's -f json output for a program that called one variant (glibc 2.36, Debian 12).
 OUTPUT = ('{"type": "attached_probes", "data": {"probes": 28}}\n\n\n'

@@ -18,7 +18,8 @@ from conftest import REPO, run_cli
 from perflab.labs.first_core_ipi import noise
 from perflab.vm import image, machine
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800),
+              pytest.mark.xdist_group("vms")]  # the VMs are named by profile: one test boots `default` at a time
 
 
 

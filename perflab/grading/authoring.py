@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import nbformat
 
 from ..cases.check import author_problems
-from ..manifest.exercises import BEGIN, END, EXERCISES_DIR, SOLUTIONS_DIR, Manifest, load_manifest
+from ..manifest.exercises import BEGIN, END, EXERCISES_DIR, SOLUTIONS_DIR, Exercise, Manifest, load_manifest
 from ..paths import environment
 from . import FAILED, grade
 from .written import questions
@@ -65,22 +67,31 @@ def generate_all() -> list[Path]:
     return written
 
 
-def quick_notebooks():
-    """Notebooks that honour quick_mode() measure briefly: the author check proves correctness, not patience."""
-    return environment("PERFLAB_QUICK", "1")
+@contextmanager
+def check_environment() -> Iterator[None]:
+    """How the author check grades: notebooks that honour quick_mode() measure briefly, and a lab run stops at
+    ROUNDS_IN_A_CHECK rounds, decided or not. A reference solution must pass whatever verdict a learner's run
+    ends in, and an undecided race no longer costs the check a lab's whole quick budget. The graders' own races
+    keep their plans: the check proves correctness, not patience."""
+    with environment("PERFLAB_QUICK", "1"), environment("PERFLAB_RUNS", ROUNDS_IN_A_CHECK):
+        yield
 
 
 def author_check() -> list[str]:
-    """Every problem found, one line each; [] when the exercises are sound.
+    """Every problem found, one line each; [] when the exercises are sound."""
+    with check_environment():
+        problems = listing_problems()
+        # Two exercises at a time: most of a grading is a kernel starting and importing, and every measurement
+        # in it (the notebook's or the grader's) queues for the machine-wide measurement lock anyway.
+        with ThreadPoolExecutor(max_workers=GRADINGS_AT_ONCE) as pool:
+            for found in pool.map(grading_problems, load_manifest().exercises):
+                problems += found
+        return problems + author_problems()
 
-    A notebook's lab run stops at ROUNDS_IN_A_CHECK rounds, decided or not: a reference solution must pass
-    whatever verdict a learner's run ends in, and an undecided race no longer costs the check a lab's whole
-    quick budget. The graders' own races keep their plans."""
-    with quick_notebooks(), environment("PERFLAB_RUNS", ROUNDS_IN_A_CHECK):
-        return _problems()
 
-
-def _problems() -> list[str]:
+def listing_problems() -> list[str]:
+    """What the check finds without grading: stray notebooks, hints that are not questions, rubric lines that do
+    not match the written questions, learner copies that are not what the generator makes."""
     manifest = load_manifest()
     problems: list[str] = []
     listed = {e.notebook for e in manifest.exercises}
@@ -103,18 +114,17 @@ def _problems() -> list[str]:
             problems.append(
                 f"{exercise.exercise_path} differs from its solution's learner copy: run `perflab exercises generate`"
             )
-    # Two gradings at a time: most of a grading is a kernel starting and importing, and every measurement
-    # in it (the notebook's or the grader's) queues for the machine-wide measurement lock anyway.
-    with ThreadPoolExecutor(max_workers=GRADINGS_AT_ONCE) as pool:
-        solved = [pool.submit(grade, e.name, e.solution_path, record=False) for e in manifest.exercises]
-        untouched = [pool.submit(grade, e.name, e.exercise_path, record=False) for e in manifest.exercises]
-        for exercise, solved_report, untouched_report in zip(manifest.exercises, solved, untouched):
-            if solved_report.result().status == FAILED:
-                problems.append(
-                    f"{exercise.name}: the reference solution does not pass:\n{solved_report.result().render()}"
-                )
-            if (status := untouched_report.result().status) != FAILED:
-                problems.append(
-                    f"{exercise.name}: the untouched exercise does not fail ({status}); its checks test nothing"
-                )
-    return problems + author_problems()
+    return problems
+
+
+def grading_problems(exercise: Exercise) -> list[str]:
+    """The reference solution passes and the untouched exercise fails (two gradings, under check_environment)."""
+    problems = []
+    solved = grade(exercise.name, exercise.solution_path, record=False)
+    if solved.status == FAILED:
+        problems.append(f"{exercise.name}: the reference solution does not pass:\n{solved.render()}")
+    untouched = grade(exercise.name, exercise.exercise_path, record=False)
+    if untouched.status != FAILED:
+        problems.append(f"{exercise.name}: the untouched exercise does not fail ({untouched.status}); its checks test "
+                        "nothing")
+    return problems
