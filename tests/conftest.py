@@ -119,6 +119,14 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_configure(config):
+    """Tests side by side (pytest-xdist's -n) are only those that time nothing: a live test beside another one
+    would measure its neighbour."""
+    if getattr(config.option, "numprocesses", None) and config.getoption("phase") != "parallel":
+        raise pytest.UsageError("-n runs tests side by side, which only the tests that time nothing may: add "
+                                "--phase parallel, then run --phase live without -n (as `make test` does)")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Keep this session's phase, and order it.
