@@ -236,16 +236,18 @@ class TraceBuffer(Knob):
         """A trace once emptied is gone: nothing to put back."""
 
 
-def run_as_root(argv: list[str], doing: str, package: str) -> None:
-    """Run a system command that changes the machine; its failure is one line that says why and what to do."""
+def run_as_root(argv: list[str], doing: str, package: str, passing: tuple[int, ...] = (0,)) -> int:
+    """Run a system command that changes the machine and return its exit code, one of `passing`; any other
+    failure is one line that says why and what to do."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True)
     except FileNotFoundError:
         raise PerflabError(f"{argv[0]} is missing: install Debian's {package} package") from None
-    if done.returncode != 0:
+    if done.returncode not in passing:
         message = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise PerflabError(f"{' '.join(argv[:1] + argv[-1:])} failed: {message}; {doing} needs root: run as root "
                            "or with sudo")
+    return done.returncode
 
 
 KNOBS: dict[str, type[Knob]] = {k.kind: k for k in (Governor, Turbo, NumaBalancing, RqAffinity, IrqAffinity,

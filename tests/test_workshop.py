@@ -337,6 +337,7 @@ def test_removing_a_learner_ends_every_process_of_theirs_first_even_one_running_
                                    start_new_session=True)
     plain = subprocess.Popen(["runuser", "-u", user, "--", "sleep", "600"], start_new_session=True)
     try:
+        until_each_runs_sleep_as_the_learner(user, setuid_like, plain)
         assert journal.restore(lambda entry: entry.owner == WORKSHOP) == [f"learner_account {user} back to 'absent'"]
         with pytest.raises(KeyError):
             pwd.getpwnam(user)
@@ -347,6 +348,61 @@ def test_removing_a_learner_ends_every_process_of_theirs_first_even_one_running_
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
         subprocess.run(["userdel", "--remove", user], capture_output=True)
+
+
+@as_root
+def test_a_process_that_takes_the_user_after_the_last_look_is_ended_and_the_user_still_goes(tmp_path, monkeypatch):
+    """runuser forks its child after it starts, so a look at /proc can miss a process that userdel then finds:
+    down failed once that way on a loaded machine. A busy refusal now means end them again."""
+    from perflab.journal import WORKSHOP, Journal, SystemChanges
+    from perflab.workshop import accounts
+
+    user = f"perflab-t{secrets.token_hex(3)}"
+    journal = Journal(path=str(tmp_path / "accounts.journal"), kinds=accounts.KINDS)
+    with SystemChanges(WORKSHOP, journal=journal) as changes:
+        changes.set(accounts.LearnerAccount(user), "present")
+    late = subprocess.Popen(["runuser", "-u", user, "--", "sleep", "600"], start_new_session=True)
+    looks = []
+    real_look = accounts.LearnerAccount._processes_of
+    monkeypatch.setattr(accounts.LearnerAccount, "_processes_of",
+                        lambda self, uid: real_look(self, uid) if looks.append(uid) or len(looks) > 1 else [])
+    try:
+        until_each_runs_sleep_as_the_learner(user, late)
+        assert journal.restore(lambda entry: entry.owner == WORKSHOP) == [f"learner_account {user} back to 'absent'"]
+        assert len(looks) > 1 and late.wait(timeout=5) != 0
+        with pytest.raises(KeyError):
+            pwd.getpwnam(user)
+    finally:
+        if late.poll() is None:
+            os.killpg(late.pid, signal.SIGKILL)
+        subprocess.run(["userdel", "--remove", user], capture_output=True)
+
+
+def until_each_runs_sleep_as_the_learner(user: str, *processes: subprocess.Popen) -> None:
+    """Wait until `sleep` runs as the learner in each process's session: setpriv and runuser change user after
+    they start, and a test that removes the user before that tests nothing."""
+    uid = str(pwd.getpwnam(user).pw_uid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if {process.pid for process in processes} <= sessions_of_sleeps_run_by(uid):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"sleep did not come to run as {user} within 10 s")
+
+
+def sessions_of_sleeps_run_by(uid: str) -> set[int]:
+    """The session ids of the `sleep` processes with `uid` as their real, effective or saved user."""
+    sessions = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = open(f"/proc/{entry}/status").read()
+            stat_fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields["Name"].strip() == "sleep" and uid in fields["Uid"].split()[:3]:
+            sessions.add(int(stat_fields[3]))
+    return sessions
 
 
 @as_root

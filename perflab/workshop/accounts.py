@@ -11,6 +11,7 @@ from ..errors import PerflabError
 from ..knobs import KNOBS, Knob, run_as_root
 
 EXIT_WAIT_S = 10.0  # a killed JupyterLab with a kernel or two takes some milliseconds to go; allow for a loaded machine
+USERDEL_BUSY = 8  # userdel's exit code for a user that some process still runs as
 
 
 class LearnerAccount(Knob):
@@ -43,16 +44,25 @@ class LearnerAccount(Knob):
             home = pwd.getpwnam(self.target).pw_dir
             run_as_root(["chmod", "0700", home], "creating users", "coreutils")
         elif value == "absent":
-            self._end_processes()
-            run_as_root(["userdel", "--remove", self.target], "removing users", "passwd")
+            # A process can take the user between the last look and userdel (a runuser forking its child, a
+            # learner's loop), so a busy refusal means end them again, until the deadline.
+            deadline = time.monotonic() + EXIT_WAIT_S
+            self._end_processes(deadline)
+            while run_as_root(["userdel", "--remove", self.target], "removing users", "passwd",
+                              passing=(0, USERDEL_BUSY)) == USERDEL_BUSY:
+                time.sleep(0.05)
+                self._end_processes(deadline)
+                if time.monotonic() > deadline:
+                    raise PerflabError(f"{self.label}: userdel still finds a process of the user after "
+                                       f"{EXIT_WAIT_S:.0f} s of ending them, so the user stays (run `perflab "
+                                       "workshop down` again)")
         else:
             raise PerflabError(f"{self.label}: the value is present or absent, not {value!r}")
 
-    def _end_processes(self) -> None:
+    def _end_processes(self, deadline: float) -> None:
         """SIGKILL every process the user owns and wait until they are gone: userdel refuses a user with any
         process left, and a killed process is not gone when kill(2) returns (it still has to free its memory)."""
         uid = pwd.getpwnam(self.target).pw_uid
-        deadline = time.monotonic() + EXIT_WAIT_S
         while pids := self._processes_of(uid):
             if time.monotonic() > deadline:
                 raise PerflabError(f"{self.label}: processes {', '.join(map(str, pids))} did not end within "
