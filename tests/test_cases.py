@@ -222,6 +222,29 @@ def test_work_moved_out_of_the_stage_it_was_timed_in_is_not_credited():
     assert "only the timed requests got faster" in moved.got or "too uncertain to decide" in moved.got, moved.got
 
 
+def _rounds(claimed_ns: float, saved_s: list[float]) -> list[dict[str, dict]]:
+    """Rounds of a case with one account-stage cause: the learner's account stage claimed_ns faster per request,
+    the wall clock saved_s faster, round by round."""
+    base = {"stage_ns": {"account": 100.0 + claimed_ns}, "wall_seconds": 0.5}
+    return [{"release": base, "yours": {"stage_ns": {"account": 100.0}, "wall_seconds": 0.5 - saved}}
+            for saved in saved_s]
+
+
+def test_only_a_wall_clock_decidedly_short_of_the_stages_saving_overrules_their_credit():
+    """A point estimate overruled seed 2's own fix: 12 ms claimed against a wall clock 3 ms faster in its noise."""
+    from types import SimpleNamespace
+
+    from perflab.cases.grade import _unexplained
+
+    case = SimpleNamespace(causes=[causes.by_name("adjacent-totals")], threads=2)  # 24 ns a request: 12 ms a run
+    honest = _rounds(24, [0.003, 0.010, -0.004, 0.012, 0.001, 0.004, 0.002, -0.002])  # a median of 2.5 ms
+    assert _unexplained(honest, case, "release", 0.01) is None
+    moved = _rounds(200, [0.004, -0.003, 0.002, 0.001, -0.002, 0.003, 0.000, 0.001])  # 100 ms claimed, none saved
+    why = _unexplained(moved, case, "release", 0.01)
+    assert why and "only the timed requests got faster" in why and "0.100 s a run" in why
+    assert _unexplained(_rounds(-5, [0.0] * 8), case, "release", 0.01) is None  # nothing claimed: nothing to explain
+
+
 def test_the_author_seeds_plant_every_cause_their_fix_passes_and_the_untouched_case_fails():
     """The cases' part of the author check (`perflab exercises check`), as it grades them."""
     with check_environment():
