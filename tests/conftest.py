@@ -70,7 +70,7 @@ def guest_image_in_background(request):
     will need it and it is not built: the VM tests then wait on the build's lock instead of building."""
     from perflab.vm import image
 
-    wanted = any(item.get_closest_marker("slow") for item in request.session.items)
+    wanted = any("guest_image" in getattr(item, "fixturenames", ()) for item in request.session.items)
     # Two at a time (pytest-xdist), the first worker builds and the other's VM tests wait on the build's lock.
     first_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
     if not wanted or not first_worker or os.geteuid() != 0 or image.current().exists():
@@ -94,16 +94,25 @@ def guest_image_in_background(request):
 
 
 @pytest.fixture(scope="session")
-def numa2_up():
+def guest_image():
+    """The course's guest image, for the tests that boot it: waited for while guest_image_in_background builds
+    it, built here otherwise. These tests run after the others (pytest_collection_modifyitems), so that a worker
+    has other tests to run while the image builds."""
+    from perflab.vm import image
+
+    if not image.current().exists() and os.geteuid() != 0:
+        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
+    return image.ensure(progress=False)
+
+
+@pytest.fixture(scope="session")
+def numa2_up(guest_image):
     """The two-socket VM, booted once (about 25 s under TCG) for every test that runs something in it.
 
     Its tests run last and one after another (pytest_collection_modifyitems), so it is up only while they run,
     and a lab run with `--vm numa2` finds it up and leaves it up, as a learner's `perflab vm up numa2` would."""
-    from perflab.vm import image, machine
+    from perflab.vm import machine
 
-    if not image.current().exists() and os.geteuid() != 0:
-        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
-    image.ensure(progress=False)
     done = run_cli("vm", "up", "numa2", timeout=900)
     assert done.returncode == 0, done.stderr
     yield machine.vm("numa2")
@@ -134,8 +143,9 @@ def pytest_collection_modifyitems(config, items):
     When the tests run two at a time, those that boot the course's VMs (named by profile: two tests cannot both
     boot `default`) or run whole labs go to one worker each: numa2 boots once, and `run all` runs once, beside the
     other whole lab runs (test_notebooks, test_kill_9) rather than at the same time (pytest-xdist starts the
-    biggest group first). The tests that share numa2 go last, so it is up only from then on; of the others the
-    slow ones start first, so that short ones fill the end (the sort is stable)."""
+    biggest group first). The tests that share numa2 go last, so it is up only from then on; before them those
+    that boot the guest image, which builds meanwhile on a fresh machine; of the others the slow ones start
+    first, so that short ones fill the end (the sort is stable)."""
     phase = config.getoption("phase")
     if phase != "all":
         in_phase = {True: [], False: []}
@@ -148,6 +158,7 @@ def pytest_collection_modifyitems(config, items):
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: ("numa2_up" in getattr(item, "fixturenames", ()),
+                                 "guest_image" in getattr(item, "fixturenames", ()),
                                  item.get_closest_marker("slow") is None))
 
 

@@ -21,7 +21,6 @@ from conftest import REPO, without_guest_image
 from perflab import journal
 from perflab.cases.build import scratch
 from perflab.labs import labs
-from perflab.vm import image
 
 # Whole lab runs, one after another on one worker, as the measurement lock has them outside the tests: their
 # runs change the same knobs (tracefs, rq_affinity), and a killed run's restore must not meet another live run.
@@ -173,11 +172,8 @@ def test_the_endless_reader_dies_with_its_lab():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", BOOTING, ids=lambda value: f"{value[0]}#{value[1]}")
-def test_lab_4s_vms_die_with_its_kill_9(point, tmp_path):
+def test_lab_4s_vms_die_with_its_kill_9(point, tmp_path, guest_image):
     """A VM booted for a run is one of its programs: a kill -9 of the run stops its QEMU too."""
-    if not image.current().exists() and os.geteuid() != 0:
-        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
-    image.ensure(progress=False)
     _check("page-table-levels", point, dict(os.environ), tmp_path)
 
 

@@ -18,16 +18,8 @@ from conftest import REPO, run_cli
 from perflab.labs.first_core_ipi import noise
 from perflab.vm import image, machine
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800),
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800), pytest.mark.usefixtures("guest_image"),
               pytest.mark.xdist_group("vms")]  # the VMs are named by profile: one test boots `default` at a time
-
-
-
-@pytest.fixture(scope="module", autouse=True)
-def guest_image():
-    if not image.current().exists() and os.geteuid() != 0:
-        pytest.skip("the guest image is not built and building it needs root: run `sudo perflab vm build`")
-    return image.ensure(progress=False)
 
 
 def guest_json(profile: str, *command: str) -> dict:

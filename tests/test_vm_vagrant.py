@@ -79,7 +79,7 @@ def driver() -> str:
     return "kvm" if trial and trial["ok"] and not accelerator.kvm_problem() else "qemu"
 
 
-def test_vagrant_up_provisions_the_numa2_guest(libvirt, tmp_path):
+def test_vagrant_up_provisions_the_numa2_guest(libvirt, guest_image, tmp_path):
     done = run_cli("vm", "box", timeout=1500)
     assert done.returncode == 0, done.stderr
     env = {"VAGRANT_HOME": str(tmp_path / "vagrant.d"), "VAGRANT_DOTFILE_PATH": str(tmp_path / "dot"),
