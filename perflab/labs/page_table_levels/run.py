@@ -163,7 +163,9 @@ class PageTableLevels(Lab):
         return machine.online_cpus[-1]
 
     def watched_cpus(self, placement: int, where: str = "vm") -> list[int]:
-        """Natively the faulting CPU. In the VMs none: icount counts instructions, which no neighbour changes."""
+        """Natively the faulting CPU. In the VMs none: under icount a busy host only adds instructions to some
+        rounds (likely interrupts of events QEMU times by the host's clock: +235 a fault in one round of three,
+        beside other tests), and each boot keeps its cheapest round (faults.boot_cost)."""
         return [placement] if where == "native" else []
 
     def measure(self, machine: Machine, placement: int, settings: Settings, progress: bool,
