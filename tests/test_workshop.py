@@ -381,28 +381,23 @@ def test_a_process_that_takes_the_user_after_the_last_look_is_ended_and_the_user
 def until_each_runs_sleep_as_the_learner(user: str, *processes: subprocess.Popen) -> None:
     """Wait until `sleep` runs as the learner in each process's session: setpriv and runuser change user after
     they start, and a test that removes the user before that tests nothing."""
-    uid = str(pwd.getpwnam(user).pw_uid)
+    from perflab.workshop import accounts
+
+    account, uid = accounts.LearnerAccount(user), pwd.getpwnam(user).pw_uid
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if {process.pid for process in processes} <= sessions_of_sleeps_run_by(uid):
+        if {process.pid for process in processes} <= {_session_of_sleep(pid) for pid in account._processes_of(uid)}:
             return
         time.sleep(0.02)
     raise AssertionError(f"sleep did not come to run as {user} within 10 s")
 
 
-def sessions_of_sleeps_run_by(uid: str) -> set[int]:
-    """The session ids of the `sleep` processes with `uid` as their real, effective or saved user."""
-    sessions = set()
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            status = open(f"/proc/{entry}/status").read()
-            stat_fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields["Name"].strip() == "sleep" and uid in fields["Uid"].split()[:3]:
-            sessions.add(int(stat_fields[3]))
-    return sessions
+def _session_of_sleep(pid: int) -> int | None:
+    """The session of process `pid` if it is a `sleep` still running, else None."""
+    try:
+        return os.getsid(pid) if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep" else None
+    except OSError:
+        return None
 
 
 @as_root

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import statistics
 from pathlib import Path
 
 from .. import stats
@@ -164,14 +163,14 @@ def _unexplained(rounds: list[dict[str, dict]], case: Case, base: str, alpha: fl
     below 0). A fix that saves too little for the wall clock to resolve is not overruled: a point estimate failed
     seed 2's own fix, 12 ms claimed against 3 ms of a noisy wall clock."""
     claimed, saved = _savings(rounds, case, base)
-    if statistics.median(claimed) <= 0:
+    if stats.median(claimed) <= 0:
         return None
     margin = [s - EXPLAINED * c for c, s in zip(claimed, saved, strict=True)]
     low, high = stats.bootstrap_ci(margin, stats.median, confidence=1 - alpha)
     if high >= 0:
         return None
-    return (f"the stages' own times say your fixes save {statistics.median(claimed):.3f} s a run, but the service's "
-            f"wall time fell by {statistics.median(saved):.3f} s (that minus {EXPLAINED:.0%} of the stages' saving: "
+    return (f"the stages' own times say your fixes save {stats.median(claimed):.3f} s a run, but the service's "
+            f"wall time fell by {stats.median(saved):.3f} s (that minus {EXPLAINED:.0%} of the stages' saving: "
             f"{confidence_text(1 - alpha)} CI {low:+.3f} to {high:+.3f} s): only the timed requests got faster; what "
             "does the rest of the work do?")
 
