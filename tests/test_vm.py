@@ -342,6 +342,47 @@ def test_exclusive_lock_is_held_inside_the_block_only(tmp_path):
     os.close(other)
 
 
+@pytest.mark.timeout(30)
+def test_a_shell_whose_last_output_and_exit_arrive_together_ends(tmp_path, monkeypatch):
+    """The guest's last output and its exit can come in one read of the socket (under TCG on a busy host they
+    often did): `perflab vm shell` must end with the guest shell's code, not wait for more from the socket."""
+    import io
+    import pty
+    import types
+
+    from perflab.vm import commands
+
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    done = threading.Event()
+
+    def guest() -> None:
+        accepted, _ = server.accept()
+        request = protocol.LineReader().feed(accepted.recv(65536))[0]
+        accepted.sendall(protocol.encode({"id": request["id"], "op": "out", "data": protocol.pack(b"42\r\n")})
+                         + protocol.encode({"id": request["id"], "op": "exit", "code": 3}))
+        done.wait(30)  # the connection stays open, as the agent's does
+        accepted.close()
+
+    serving = threading.Thread(target=guest)
+    serving.start()
+    terminal, learner_side = pty.openpty()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(learner_side, "r"))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO()))
+    vm = types.SimpleNamespace(running=lambda: True, agent_socket=path, folder=tmp_path,
+                               profile=types.SimpleNamespace(name="numa2"))
+    try:
+        assert commands.interactive_shell(vm) == 3
+        assert sys.stdout.buffer.getvalue() == b"42\r\n"
+    finally:
+        done.set()
+        serving.join()
+        server.close()
+        os.close(terminal)
+
+
 def test_a_connection_qemu_resets_is_a_guest_gone_error_not_a_traceback(tmp_path):
     """QEMU can drop the agent socket with a ping unread while the guest boots: the boot loop must see a
     PerflabError (and connect again), never a ConnectionResetError."""

@@ -22,7 +22,6 @@ GUEST_ENV = {"PYTHONPATH": "/perflab", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "
              "MPLCONFIGDIR": "/tmp/matplotlib", "LANG": "C.UTF-8"}
 
 
-
 def execute(machine: VM, argv: list[str], stdout=None, stderr=None, env: dict | None = None,
             cwd: str = "/perflab") -> int:
     """Run argv in the guest, streaming its output to the given binary files; return its exit code.
@@ -73,7 +72,9 @@ def interactive_shell(machine: VM) -> int:
         tty.setraw(sys.stdin, termios.TCSANOW)  # not TCSAFLUSH: keep what was typed ahead
         try:
             while True:
-                readable, _, _ = select.select([sys.stdin, agent.sock], [], [])
+                # One read from the socket can bring several messages (the last output and the exit, say): while
+                # some wait in `pending`, look without blocking, or the exit would wait for input that never comes.
+                readable, _, _ = select.select([sys.stdin, agent.sock], [], [], 0 if agent.pending else None)
                 if sys.stdin in readable:
                     agent.send({"id": rid, "op": "in", "data": pack(os.read(sys.stdin.fileno(), 4096))})
                 if agent.sock in readable or agent.pending:
