@@ -220,9 +220,10 @@ def test_every_lab_round_trips_through_run_the_report_and_its_notebook(lab, ever
 
 
 @pytest.mark.parametrize("given, expected", [(None, 6), ("9", 9)])
-def test_perflab_runs_caps_the_rounds_of_a_run_that_gives_none(isolated_state, monkeypatch, given, expected):
+@pytest.mark.parametrize("name", ["hidden-quadratic", "first-core-ipi"])  # Lab's settings_for, and one of its own
+def test_perflab_runs_caps_the_rounds_of_a_run_that_gives_none(isolated_state, monkeypatch, name, given, expected):
     """PERFLAB_RUNS stands in for --runs when a run gives none (the notebook tests' runs); --runs still wins."""
-    lab = next(lab for lab in READY if lab.name == "hidden-quadratic").load()
+    lab = next(lab for lab in READY if lab.name == name).load()
     monkeypatch.setenv("PERFLAB_RUNS", "6")
     seen = []
 
@@ -236,7 +237,7 @@ def test_perflab_runs_caps_the_rounds_of_a_run_that_gives_none(isolated_state, m
     monkeypatch.setattr(lab, "measure", measure)
     with pytest.raises(Measured):
         lab.run(quick=True, runs=int(given) if given else None, progress=False)
-    assert [getattr(seen[0], name) for name in lab.RUNS] == [expected] * len(lab.RUNS)
+    assert lab.RUNS and [getattr(seen[0], field) for field in lab.RUNS] == [expected] * len(lab.RUNS)
 
 
 # --- the lists of labs ------------------------------------------------------------------------------------

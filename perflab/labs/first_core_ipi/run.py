@@ -172,15 +172,14 @@ class FirstCoreIpi(Lab):
               Bound("time per 4 KiB read (ns)", 500, NO_LIMIT, "each goes to the disk and back on an interrupt",
                     read_times))
 
+    RUNS = ("max_rounds", "block_rounds")  # part 1's race is capped, part 2 runs that many rounds
+
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
-        """`runs` caps part 1's race and sets part 2's rounds; a confidence interval needs two."""
-        chosen = super().settings_for(quick)
-        if runs is None:
-            return chosen
-        if not 2 <= runs <= MAX_RUNS:
+        """As every lab's, but part 2's confidence interval needs two rounds."""
+        if runs is not None and not 2 <= runs <= MAX_RUNS:
             raise PerflabError(f"--runs {runs} is out of range: give 2 to {MAX_RUNS} rounds (a confidence interval "
                                "needs two)")
-        return replace(chosen, max_rounds=runs, block_rounds=runs)
+        return super().settings_for(quick, runs)
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> Placement:
         """-C V,A: the victim, then the aggressor. By default the last two online CPUs, the victim last."""
