@@ -353,6 +353,7 @@ CASES = [
     ("run with an empty --runs", nothing, ["run", "core-to-core", "--runs", ""], "whole number"),
     ("run with PERFLAB_RUNS of words", nothing, ["run", "core-to-core", "--quick"], "PERFLAB_RUNS='many' is out"),
     ("run with PERFLAB_RUNS 0", nothing, ["run", "memcpy-variant", "--quick"], "PERFLAB_RUNS='0' is out of range"),
+    ("run lab 3 with PERFLAB_RUNS 1", nothing, ["run", "first-core-ipi", "--quick"], "needs 2 to"),
     (
         "run with a results folder that is a file",
         files({"results-file": "not a folder"}),
@@ -547,6 +548,7 @@ ENVIRONMENT = {  # the rows whose bad input is in the environment rather than on
     "run with a results folder that is a file": ("PERFLAB_RESULTS", "{tmp}/results-file"),
     "run with PERFLAB_RUNS of words": ("PERFLAB_RUNS", "many"),
     "run with PERFLAB_RUNS 0": ("PERFLAB_RUNS", "0"),
+    "run lab 3 with PERFLAB_RUNS 1": ("PERFLAB_RUNS", "1"),
     "reset into a workspace that is a file": ("PERFLAB_WORKSPACE", "{tmp}/work-file"),
     "list with a progress file that is a folder": ("PERFLAB_PROGRESS", "{tmp}/progress-folder"),
     "progress with a progress file that is a folder": ("PERFLAB_PROGRESS", "{tmp}/progress-folder"),

@@ -177,8 +177,8 @@ class FirstCoreIpi(Lab):
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
         """As every lab's, but part 2's confidence interval needs two rounds."""
         if runs is not None and not 2 <= runs <= MAX_RUNS:
-            raise PerflabError(f"--runs {runs} is out of range: give 2 to {MAX_RUNS} rounds (a confidence interval "
-                               "needs two)")
+            raise PerflabError(f"{self.name} needs 2 to {MAX_RUNS} rounds (--runs, or PERFLAB_RUNS), not {runs}: "
+                               "part 2's confidence interval needs two")
         return super().settings_for(quick, runs)
 
     def choose_cpus(self, machine: Machine, cpus: list[int] | None) -> Placement:
