@@ -342,10 +342,9 @@ def test_exclusive_lock_is_held_inside_the_block_only(tmp_path):
     os.close(other)
 
 
-@pytest.mark.timeout(30)
-def test_a_shell_whose_last_output_and_exit_arrive_together_ends(tmp_path, monkeypatch):
-    """The guest's last output and its exit can come in one read of the socket (under TCG on a busy host they
-    often did): `perflab vm shell` must end with the guest shell's code, not wait for more from the socket."""
+def shell_against(replies: list[dict], tmp_path, monkeypatch) -> tuple[int | str, bytes]:
+    """`perflab vm shell` on a terminal, against a guest agent that answers its request with `replies` in one write
+    and then keeps the connection open, as the agent does: (the shell's exit code or the error, what it printed)."""
     import io
     import pty
     import types
@@ -361,9 +360,8 @@ def test_a_shell_whose_last_output_and_exit_arrive_together_ends(tmp_path, monke
     def guest() -> None:
         accepted, _ = server.accept()
         request = protocol.LineReader().feed(accepted.recv(65536))[0]
-        accepted.sendall(protocol.encode({"id": request["id"], "op": "out", "data": protocol.pack(b"42\r\n")})
-                         + protocol.encode({"id": request["id"], "op": "exit", "code": 3}))
-        done.wait(30)  # the connection stays open, as the agent's does
+        accepted.sendall(b"".join(protocol.encode({"id": request["id"], **reply}) for reply in replies))
+        done.wait(30)
         accepted.close()
 
     serving = threading.Thread(target=guest)
@@ -374,13 +372,30 @@ def test_a_shell_whose_last_output_and_exit_arrive_together_ends(tmp_path, monke
     vm = types.SimpleNamespace(running=lambda: True, agent_socket=path, folder=tmp_path,
                                profile=types.SimpleNamespace(name="numa2"))
     try:
-        assert commands.interactive_shell(vm) == 3
-        assert sys.stdout.buffer.getvalue() == b"42\r\n"
+        return commands.interactive_shell(vm), sys.stdout.buffer.getvalue()
+    except PerflabError as err:
+        return str(err), sys.stdout.buffer.getvalue()
     finally:
         done.set()
         serving.join()
         server.close()
         os.close(terminal)
+
+
+@pytest.mark.timeout(30)
+def test_a_shell_whose_last_output_and_exit_arrive_together_ends(tmp_path, monkeypatch):
+    """The guest's last output and its exit can come in one read of the socket (under TCG on a busy host they
+    often did): `perflab vm shell` must end with the guest shell's code, not wait for more from the socket."""
+    replies = [{"op": "out", "data": protocol.pack(b"42\r\n")}, {"op": "exit", "code": 3}]
+    assert shell_against(replies, tmp_path, monkeypatch) == (3, b"42\r\n")
+
+
+@pytest.mark.timeout(30)
+def test_a_shell_the_guest_cannot_start_is_one_error(tmp_path, monkeypatch):
+    replies = [{"op": "error", "message": "cannot start ['/bin/bash', '-l']: no such file"}]
+    said, printed = shell_against(replies, tmp_path, monkeypatch)
+    assert said == "the guest could not start a shell: cannot start ['/bin/bash', '-l']: no such file"
+    assert printed == b""
 
 
 def test_a_connection_qemu_resets_is_a_guest_gone_error_not_a_traceback(tmp_path):

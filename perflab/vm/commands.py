@@ -86,6 +86,8 @@ def interactive_shell(machine: VM) -> int:
                         sys.stdout.buffer.flush()
                     elif message.get("op") == "exit":
                         return int(message["code"])
+                    elif message.get("op") == "error":
+                        raise PerflabError(f"the guest could not start a shell: {message.get('message')}")
         finally:
             termios.tcsetattr(sys.stdin, termios.TCSADRAIN, saved)
 
