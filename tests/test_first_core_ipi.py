@@ -559,7 +559,7 @@ def test_a_kill_9_during_the_sweep_is_restored_by_the_next_run(tmp_path):
     (["-C", "1,1"], {}, "give two different CPUs"),
     (["-C", "0"], {}, "give two different CPUs"),
     (["-C", "0,4095"], {}, "CPU 4095 is not online"),
-    (["--runs", "1"], {}, r"--runs 1 is out of range: give 2 to"),
+    (["--runs", "1"], {}, r"needs 2 to \d+ rounds \(--runs, or PERFLAB_RUNS\), not 1"),
     ([], {"PERFLAB_BLOCK_DEVICE": "/dev/null"}, "neither a block device nor a file"),
     ([], {"PERFLAB_BLOCK_DEVICE": "/nonexistent/disk"}, "PERFLAB_BLOCK_DEVICE=/nonexistent/disk: No such file"),
 ])
