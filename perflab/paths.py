@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO_ROOT / "build"  # the labs' programs, built by make and read by every user
@@ -66,11 +69,45 @@ def environment(name: str, value: str):
             os.environ[name] = before
 
 
-def scratch(kind: str) -> tempfile.TemporaryDirectory:
-    """A temporary folder named by this process (perflab-KIND-PID-*); those that processes now gone left (a kill -9
-    skips the clean-up) are removed first."""
-    for left in Path(tempfile.gettempdir()).glob(f"perflab-{kind}-*-*"):
-        pid = left.name.split("-")[-2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(left, ignore_errors=True)
-    return tempfile.TemporaryDirectory(prefix=f"perflab-{kind}-{os.getpid()}-")
+# A scratch folder's name: perflab-KIND-PID-XXXXXXXX, XXXXXXXX as tempfile makes it.
+SCRATCH_NAME = re.compile(r"perflab-[a-z0-9-]+-[0-9]+-[a-z0-9_]{8}")
+
+
+@contextmanager
+def scratch(kind: str) -> Iterator[str]:
+    """A temporary folder for one run (perflab-KIND-PID-*), removed when the block ends, however it ends.
+
+    The run holds a lock on the folder while it lives, and a kill -9 frees that lock with the process; so every
+    new scratch folder first removes the folders left unlocked, of any kind. The lock, not the PID, decides:
+    a PID may be reused, or be another PID namespace's."""
+    for left in Path(tempfile.gettempdir()).iterdir():
+        if SCRATCH_NAME.fullmatch(left.name):
+            _remove_if_abandoned(left)
+    hidden = Path(tempfile.mkdtemp(prefix=f".perflab-{kind}-{os.getpid()}-"))  # no sweep takes it before it is locked
+    lock = os.open(hidden, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder = hidden.with_name(hidden.name[1:])
+        hidden.rename(folder)
+        try:
+            yield str(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(lock)
+
+
+def _remove_if_abandoned(folder: Path) -> None:
+    """Remove a scratch folder whose run is gone (its lock is free); a live run's, a symlink or another user's
+    folder stays."""
+    try:
+        lock = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        shutil.rmtree(folder, ignore_errors=True)
+    except OSError:
+        pass  # locked: its run is alive
+    finally:
+        os.close(lock)

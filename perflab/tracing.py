@@ -10,7 +10,6 @@ that this kernel's available_events has.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from . import processes
 from .errors import PerflabError
 from .journal import SystemChanges
 from .knobs import TracefsMount
+from .paths import scratch
 from .probe import Machine
 from .sysfs import SysRoot
 from .vm.profiles import TCG_SINGLE_THREAD
@@ -97,7 +97,7 @@ def count_per_cpu(tracepoints: tuple[Tracepoint, ...], events: dict[str, str | N
     """Run `command` under perf stat: label -> {cpu: count} while it ran."""
     if shutil.which("perf") is None:
         raise PerflabError("perf is missing: install Debian's linux-perf package")
-    with tempfile.TemporaryDirectory(prefix="perflab-perf-") as folder:
+    with scratch("perf") as folder:
         output = Path(folder) / "stat.csv"
         done = processes.run(perf_stat_argv(tracepoints, events, output, command))
         if done.returncode != 0:

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO, StubLab, run_cli
 from perflab import guardian, processes, records
+from perflab.paths import scratch
 
 # Starts a shell that forks two sleeps (into its process group, unless told otherwise), prints its pid, and waits
 # to be killed.
@@ -168,6 +169,17 @@ def test_every_program_a_run_starts_goes_through_perflab_processes():
     assert offenders == []
 
 
+def test_every_temporary_folder_a_run_makes_is_a_scratch_folder():
+    """tempfile's folders outlive a kill -9; paths.scratch's are removed by the next one (the case's staging
+    folder is in the learner's workspace, renamed into the case when whole)."""
+    makes = re.compile(r"\btempfile\.(TemporaryDirectory|mkdtemp)\(")
+    package = REPO / "perflab"
+    offenders = [f"{path.relative_to(package)}:{number}" for path in sorted(package.rglob("*.py"))
+                 if str(path.relative_to(package)) not in {"paths.py", "cases/case.py"}
+                 for number, line in enumerate(path.read_text().splitlines(), 1) if makes.search(line)]
+    assert offenders == []
+
+
 def test_restarting_a_notebooks_kernel_ends_the_programs_it_started():
     """In a notebook the kernel is the lab's process: a restart kills it (SIGKILL), and its programs go too."""
     from jupyter_client.manager import start_new_kernel
@@ -187,3 +199,45 @@ def test_restarting_a_notebooks_kernel_ends_the_programs_it_started():
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+# Opens a scratch folder of kind argv[2], prints its path, then kills itself (argv[1] == "kill") or waits to be
+# killed.
+SCRATCH_HOLDER = textwrap.dedent("""
+    import os, signal, sys, time
+    from perflab.paths import scratch
+    with scratch(sys.argv[2]) as folder:
+        open(os.path.join(folder, "data"), "w").close()
+        print(folder, flush=True)
+        if sys.argv[1] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(300)
+""")
+
+
+def test_a_scratch_folder_left_by_a_kill_9_is_removed_by_the_next_and_a_live_runs_stays(tmp_path, monkeypatch):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+
+    def holder(how: str, kind: str) -> tuple[subprocess.Popen, Path]:
+        started = subprocess.Popen([sys.executable, "-c", SCRATCH_HOLDER, how, kind], cwd=REPO, env=env,
+                                   stdout=subprocess.PIPE, text=True)
+        return started, Path(started.stdout.readline().strip())
+
+    killed, left = holder("kill", "probe")
+    assert killed.wait(10) == -signal.SIGKILL and (left / "data").exists(), "a kill -9 skips the clean-up"
+    live, kept = holder("wait", "live")  # a scratch folder of any kind removes what a kill -9 left
+    decoy_target = tmp_path / "not-scratch"
+    decoy_target.mkdir()
+    decoy = tmp_path / "perflab-probe-1-abcdefgh"  # named like a scratch folder, but a symlink
+    decoy.symlink_to(decoy_target)
+    try:
+        with scratch("other") as mine:
+            assert not left.exists(), "the killed run's folder outlived the next scratch folder"
+            assert (kept / "data").exists(), "a live run's folder was removed"
+            assert decoy.is_symlink() and decoy_target.is_dir(), "a symlink was followed"
+            assert Path(mine).name.startswith(f"perflab-other-{os.getpid()}-")
+        assert not Path(mine).exists()
+    finally:
+        live.kill()
+        live.wait()

@@ -8,8 +8,8 @@ import os
 import pwd
 import shutil
 import subprocess
-import tempfile
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from .. import paths, processes
@@ -23,8 +23,8 @@ STAGES = ("parse", "lookup", "account", "expire", "respond")
 RUN_TIMEOUT_S = 60
 
 
-def scratch(kind: str) -> tempfile.TemporaryDirectory:
-    """A case's temporary folder (perflab-case-KIND-PID-*), swept when its process is gone."""
+def scratch(kind: str) -> AbstractContextManager[str]:
+    """A case's temporary folder (perflab-case-KIND-PID-*), removed however its run ends (paths.scratch)."""
     return paths.scratch(f"case-{kind}")
 
 

@@ -4,12 +4,11 @@ also benchmarks/case_stability.py's, over many seeds."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass
 
 from ..grading import FAILED, Report
-from ..paths import environment
+from ..paths import environment, scratch
 from .case import Case, new_case
 from .causes import CAUSES, draw, eligible
 from .grade import grade_case
@@ -31,7 +30,7 @@ class Trial:
 def trial(seed: int, grades: int = 1) -> Trial:
     """In a workspace of its own: make the case of `seed`, grade it untouched, apply the generator's own fix and
     grade that, again while the grade says the machine was busy (as it tells a learner to), `grades` at most."""
-    with tempfile.TemporaryDirectory(prefix="perflab-case-check-") as folder, environment("PERFLAB_WORKSPACE", folder):
+    with scratch("case-check") as folder, environment("PERFLAB_WORKSPACE", folder):
         start = time.monotonic()
         case = new_case(seed, say=lambda _: None)
         made_s = time.monotonic() - start

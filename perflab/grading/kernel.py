@@ -17,7 +17,6 @@ import json
 import os
 import secrets
 import signal
-import tempfile
 import threading
 import time
 import warnings
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import PerflabError
+from ..paths import scratch
 
 if TYPE_CHECKING:
     import nbformat
@@ -211,7 +211,7 @@ def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[
     for _, cell in kept:
         if cell.cell_type == "code":
             cell.outputs = []  # the learner's saved outputs are not this run's: a cell never reached shows none
-    with tempfile.TemporaryDirectory(prefix="perflab-grade-") as grading:
+    with scratch("grade") as grading:
         key, key_path, out = secrets.token_bytes(32), Path(grading) / "key", Path(grading) / "answers.json"
         key_path.write_bytes(key)
         setup = nbformat.v4.new_code_cell(f"_perflab_export = __import__('runpy').run_path({str(EXPORT_SCRIPT)!r})"

@@ -16,7 +16,6 @@ grade is inconclusive, not failed.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from ...grading.answers import learner_source_copy
 from ...grading.numbers import shown
 from ...grading.races import BASELINE, RIGHT, WRONG, YOURS, race_fixes
 from ...lock import measurement_lock
-from ...paths import REPO_ROOT, RUN_BUILD_DIR
+from ...paths import REPO_ROOT, RUN_BUILD_DIR, scratch
 from ...runner import Config, interleave, run_once
 from ...sequential import Plan
 from . import coz
@@ -67,7 +66,7 @@ def profile_exercise(seconds: float = 20, progress: bool = True) -> tuple[list[d
     binary = build_exercise(EXERCISE_SOURCE.read_text(), "baseline")
     cpus = LAB.placement_here()
     blocks = max(1, int(seconds * 40))  # about 40 blocks a second, slower under coz
-    with measurement_lock(f"perflab {LAB.name} exercise"), tempfile.TemporaryDirectory() as folder:
+    with measurement_lock(f"perflab {LAB.name} exercise"), scratch("coz") as folder:
         ranking = perf_ranking(exercise_argv(binary, cpus, max(1, blocks // 10)), Path(folder))
         session = CozSession(lambda _: exercise_argv(binary, cpus, blocks), Path(folder), seconds, progress)
         try:

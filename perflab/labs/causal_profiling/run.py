@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from ... import results, stats
 from ...bounds import Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus
-from ...paths import REPO_ROOT
+from ...paths import REPO_ROOT, scratch
 from ...probe import Machine
 from ...runner import run_once
 from ...sequential import DECIDED, Plan, Race, race
@@ -246,7 +245,7 @@ class CausalProfiling(Lab):
         binary = ensure_built(SOURCE_DIR, "commit")
         source = SOURCE.read_text()
         lines = work_lines(source)
-        with tempfile.TemporaryDirectory() as folder:
+        with scratch("coz") as folder:
             ranking = perf_ranking(program_argv(binary, cpus, settings.perf_seconds), Path(folder))
             session = CozSession(lambda seconds: program_argv(binary, cpus, seconds), Path(folder),
                                  coz_seconds(settings), progress)

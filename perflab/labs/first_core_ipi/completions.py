@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from ... import stats
 from ...build import ensure_built
 from ...journal import SystemChanges
 from ...knobs import RqAffinity
+from ...paths import scratch
 from ...probe import Machine
 from ...runner import run_once
 from ...sysfs import SysRoot
@@ -151,7 +151,7 @@ def measure_block(plan: BlockPlan, rounds: int, reads: int, progress: bool) -> l
     """Sweep rq_affinity 0, 1, 2 in rotated order, round after round; the old value comes back however this ends."""
     binary = ensure_built(SOURCE_DIR, "blockread")
     samples = []
-    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-block-") as folder, \
+    with SystemChanges() as changes, scratch("block") as folder, \
             tqdm(total=rounds * len(MODES), desc=f"block: rq_affinity sweep on {plan.disk}",
                  disable=not progress, file=sys.stderr, leave=False) as bar:
         for r in range(rounds):

@@ -10,7 +10,6 @@ ratio is checked with the learner's function on observations drawn anew.
 from __future__ import annotations
 
 import random
-import tempfile
 from typing import Any
 
 from ...build import ensure_built
@@ -23,6 +22,7 @@ from ...grading.numbers import shown
 from ...journal import SystemChanges
 from ...knobs import IrqAffinity, RqAffinity
 from ...lock import measurement_lock
+from ...paths import scratch
 from ...probe import Machine
 from ...sequential import Race
 from ...sysfs import default_root
@@ -105,7 +105,7 @@ def quiet_setup(machine: Machine | None = None) -> BlockPlan | Skipped:
 def noise_on(setup: BlockPlan, rq_affinity: str, irq_cpus: list[int] | None) -> dict[str, int]:
     """BLOCK softirqs and CAL on the latency-critical CPU per 1,000 reads, with these settings (then restored)."""
     cpu = str(setup.irq_cpu)
-    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-quiet-") as folder:
+    with SystemChanges() as changes, scratch("quiet") as folder:
         if irq_cpus is not None:
             changes.set(IrqAffinity(str(setup.irq)), format_cpulist(irq_cpus))
         changes.set(RqAffinity(setup.disk), rq_affinity)

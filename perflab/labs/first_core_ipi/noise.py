@@ -20,7 +20,6 @@ import contextlib
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from ...build import ensure_built
 from ...errors import PerflabError
 from ...journal import SystemChanges
 from ...knobs import TraceBuffer, TracerSetting
+from ...paths import scratch
 from ...probe import Machine
 from ...sysfs import SysRoot
 from ...tracing import MTTCG_HANGS, patching_can_hang, tracefs_folder
@@ -182,7 +182,7 @@ def hunt_on(plan: BlockPlan, root: SysRoot, rounds: int, seconds: float, progres
     {"cpu", "irq", "reader", "disk", "samples": one per arm and round, "stop": the gap that stopped it, or None}."""
     cpu, samples = plan.irq_cpu, []
     reader = ensure_built(SOURCE_DIR, "blockread")
-    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-noise-") as folder:
+    with SystemChanges() as changes, scratch("noise") as folder:
         tracer = Osnoise(changes, root, cpu)
         with tqdm(total=2 * rounds + 1, desc=f"osnoise: what takes CPU {cpu}", disable=not progress,
                   file=sys.stderr, leave=False) as bar:

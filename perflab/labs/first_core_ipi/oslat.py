@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from ... import processes, stats
 from ...build import ensure_built
 from ...errors import PerflabError
 from ...journal import SystemChanges
+from ...paths import scratch
 from ...probe import Machine
 from ...verdict import ALPHA
 from .completions import SOURCE_DIR, BlockPlan, Skipped, rotated
@@ -100,7 +100,7 @@ def time_loops_on(plan: BlockPlan, rounds: int, seconds: int, progress: bool,
     """Rounds of both arms: {"cpu", "reader", "disk", "samples": one per arm and round, with oslat's histogram
     and bpftrace's interrupt times per CPU ("irq_time") unless `no_irq_times` says why not}."""
     cpu, reader, samples = plan.irq_cpu, ensure_built(SOURCE_DIR, "blockread"), []
-    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-oslat-") as folder, \
+    with SystemChanges() as changes, scratch("oslat") as folder, \
             tqdm(total=2 * rounds, desc=f"oslat: a spinning thread on CPU {cpu}", disable=not progress,
                  file=sys.stderr, leave=False) as bar:
         for r in range(rounds):

@@ -4,7 +4,6 @@ completions sent where the disk's rq_affinity says."""
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from ...bounds import NO_LIMIT, Bound
 from ...build import ensure_built
 from ...cpulist import check_cpus
 from ...errors import PerflabError
+from ...paths import scratch
 from ...probe import Machine
 from ...runner import run_once
 from ...sequential import DECIDED, MAX_RUNS, Plan, Race, race
@@ -106,7 +106,7 @@ def measure_bystander(placement: Placement, settings: Settings, progress: bool,
         return all(decide_rows(values, op, row, placement.victim, alpha)[0] in DECIDED for op, row in decide_on)
 
     plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
-    with tempfile.TemporaryDirectory(prefix="perflab-ipi-") as folder:
+    with scratch("ipi") as folder:
         raced = race([arm(op, process, row) for op, process in runs for row in ROWS], one_round, decided, plan,
                      control=arm("munmap", "separate", "CAL"), desc="bystander: rounds until decided",
                      progress=progress)

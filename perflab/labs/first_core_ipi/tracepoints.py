@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -21,6 +20,7 @@ from ...build import ensure_built
 from ...errors import PerflabError
 from ...journal import SystemChanges
 from ...knobs import RqAffinity
+from ...paths import scratch
 from ...probe import Machine
 from ...sysfs import SysRoot, default_root
 from ...tracing import Tracepoint, chosen_events, count_per_cpu, patching_can_hang, tracefs_folder
@@ -61,7 +61,7 @@ def count_workloads(victim: int, aggressor: int, ops: int, reads: int, plan: Blo
         return {"skipped": reason}
     bystander = ensure_built(SOURCE_DIR, "bystander")
     runs = []
-    with SystemChanges() as changes, tempfile.TemporaryDirectory(prefix="perflab-tracepoints-") as folder:
+    with SystemChanges() as changes, scratch("tracepoints") as folder:
         try:
             events = chosen_events(TRACEPOINTS, root, tracefs_folder(changes, root))
         except PerflabError as err:

@@ -11,11 +11,11 @@ perf_event_paranoid 2 may profile their own programs, in user space only.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from ... import processes
 from ...errors import PerflabError
+from ...paths import scratch
 
 FREQUENCY = 999  # samples per second: prime-ish, so it does not beat with periodic work
 STACK_BYTES = 4096  # of stack copied per sample for DWARF unwinding: the lab's stacks are shallow
@@ -68,7 +68,7 @@ def require_perf() -> None:
 def record(argv: list[str]) -> dict[str, int]:
     """Run argv under `perf record -g` on the software clock; its folded stacks."""
     require_perf()
-    with tempfile.TemporaryDirectory() as folder:
+    with scratch("perf") as folder:
         data = Path(folder) / "perf.data"
         recorded = processes.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(FREQUENCY),
                                   "--call-graph", f"dwarf,{STACK_BYTES}", "-o", str(data), "--", *argv])

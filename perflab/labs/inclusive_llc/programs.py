@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 from ... import processes
 from ...errors import PerflabError
+from ...paths import scratch
 from ...probe import Machine
 from ...runner import Interactive, run_once
 
@@ -61,7 +61,7 @@ def run_victim(argv: list[str], events: list[str]) -> tuple[list[float], dict[st
     """One victim run: its ns per access, warm-up dropped, and the counted events (if any)."""
     counts: dict[str, float | None] = {}
     if events:
-        with tempfile.TemporaryDirectory() as folder:
+        with scratch("perf") as folder:
             output = Path(folder) / "perf.csv"
             _, samples = run_once(with_perf_stat(argv, events, output))
             counts = parse_perf_stat(output.read_text())

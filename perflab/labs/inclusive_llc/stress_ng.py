@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from ... import processes, results, stats
 from ...errors import PerflabError
 from ...formatting import table
 from ...lock import measurement_lock
+from ...paths import scratch
 from ...verdict import Effect, judge_change
 from .run import ALONE, LAB, MIN_EFFECT, label, slowdown_text
 
@@ -75,7 +75,7 @@ def stress_ng_side_by_side(cpus: list[int] | None = None, quick: bool = True, ru
     settings = LAB.settings_for(quick)
     settings = replace(settings, stress_rounds=runs) if runs else settings
     rates: dict[str, list[float]] = {ALONE: [], WITH_AGGRESSOR: []}
-    with measurement_lock(f"perflab {LAB.name} stress-ng", wait=wait), tempfile.TemporaryDirectory() as folder:
+    with measurement_lock(f"perflab {LAB.name} stress-ng", wait=wait), scratch("stress-ng") as folder:
         for r in tqdm(range(settings.stress_rounds * 2), desc="stress-ng victim", disable=not progress,
                       file=sys.stderr, leave=False):
             company = (ALONE, WITH_AGGRESSOR)[r % 2]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 from ... import results, stats
 from ...build import ensure_built
 from ...errors import PerflabError
-from ...paths import results_dir
+from ...paths import results_dir, scratch
 from ...probe import Machine
 from ...runner import run_once
 from ...verdict import Verdict
@@ -24,7 +23,7 @@ def measure_here(cpu: int, settings: Settings, progress: bool) -> list[dict[str,
     """This boot's faults: both modes, interleaved over max_rounds runs."""
     binary = str(ensure_built(SOURCE_DIR, "faults"))
     runs = []
-    with tempfile.TemporaryDirectory(prefix="perflab-faults-") as folder:
+    with scratch("faults") as folder:
         for r in range(settings.max_rounds):
             samples = []
             for mode in MODES if r % 2 == 0 else MODES[::-1]:

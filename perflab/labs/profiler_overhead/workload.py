@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from ... import processes
 from ...build import ensure_built
 from ...errors import PerflabError
+from ...paths import scratch
 
 SOURCE_DIR = "labs/12-profiler-overhead"
 POLL_S = 0.02
@@ -115,7 +115,7 @@ class ThreadClock:
 def run_arm(arm: Arm, workload: list[str]) -> dict[str, Any]:
     """One run of the workload in this arm: {"wall_ns", "threads_ns": {cpu: ns}}: under perf, the run time of
     perf's own threads on each CPU while the workload ran ({} alone)."""
-    with tempfile.TemporaryDirectory(prefix="perflab-perf-") as folder:
+    with scratch("perf") as folder:
         process = processes.start(arm.argv(workload, Path(folder) / "perf.data"), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         with ThreadClock(process.pid) as clock:
