@@ -47,8 +47,10 @@ $(UV):
 # perflab server extension (the landing page, the book, the learner's workspace in work/).
 # Debian's python3, not whichever comes first on PATH: every user can run it, as a workshop's
 # learners must (a pyenv under /root, say, is private to root).
+# Compiled to bytecode here, once: uv leaves it to each package's first import, and where that cannot write
+# (a workshop's learners, PYTHONDONTWRITEBYTECODE) every process compiles scipy, matplotlib and Jupyter again.
 $(VENV)/.synced: Makefile pyproject.toml uv.lock deps/jupyterlab-overrides.json deps/jupyter-server-perflab.json | $(UV)
-	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --python /usr/bin/python3 --quiet
+	UV_PYTHON_DOWNLOADS=never $(UV) sync --frozen --compile-bytecode --python /usr/bin/python3 --quiet
 	install -D -m 644 deps/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	install -D -m 644 deps/jupyter-server-perflab.json $(VENV)/etc/jupyter/jupyter_server_config.d/perflab.json
 	touch $@
