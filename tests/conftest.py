@@ -143,9 +143,10 @@ def pytest_collection_modifyitems(config, items):
     When the tests run two at a time, those that boot the course's VMs (named by profile: two tests cannot both
     boot `default`) or run whole labs go to one worker each: numa2 boots once, and `run all` runs once, beside the
     other whole lab runs (test_notebooks, test_kill_9) rather than at the same time (pytest-xdist starts the
-    biggest group first). The tests that share numa2 go last, so it is up only from then on; before them those
-    that boot the guest image, which builds meanwhile on a fresh machine; of the others the slow ones start
-    first, so that short ones fill the end (the sort is stable)."""
+    biggest group first). The tests that share numa2 go last, so it is up only from then on. Of the others the
+    slow ones start first, so that short ones fill the end (the sort is stable): a slow test left to the end kept
+    one CPU idle for minutes (Vagrant's, 178 s). Those that boot the guest image go after those that do not, in
+    each kind, so that it builds meanwhile on a fresh machine."""
     phase = config.getoption("phase")
     if phase != "all":
         in_phase = {True: [], False: []}
@@ -158,8 +159,8 @@ def pytest_collection_modifyitems(config, items):
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: ("numa2_up" in getattr(item, "fixturenames", ()),
-                                 "guest_image" in getattr(item, "fixturenames", ()),
-                                 item.get_closest_marker("slow") is None))
+                                 item.get_closest_marker("slow") is None,
+                                 "guest_image" in getattr(item, "fixturenames", ())))
 
 
 def pytest_sessionfinish(session, exitstatus):
