@@ -143,10 +143,11 @@ def pytest_collection_modifyitems(config, items):
     When the tests run two at a time, those that boot the course's VMs (named by profile: two tests cannot both
     boot `default`) or run whole labs go to one worker each: numa2 boots once, and `run all` runs once, beside the
     other whole lab runs (test_notebooks, test_kill_9) rather than at the same time (pytest-xdist starts the
-    biggest group first). The tests that share numa2 go last, so it is up only from then on. Of the others the
-    slow ones start first, so that short ones fill the end (the sort is stable): a slow test left to the end kept
-    one CPU idle for minutes (Vagrant's, 178 s). Those that boot the guest image go after those that do not, in
-    each kind, so that it builds meanwhile on a fresh machine."""
+    biggest group first). The tests that share numa2 go last, so it is up only from then on; in the other group
+    those that boot the guest image go after those that do not, so that it builds meanwhile on a fresh machine.
+    The tests of no group run once a group is done, long after the image is built: the slow ones first, those
+    that boot the image (Vagrant's, 200 s) before the others, so that short ones fill the end (the sort is
+    stable). Vagrant's test left to the end kept one CPU idle for two minutes."""
     phase = config.getoption("phase")
     if phase != "all":
         in_phase = {True: [], False: []}
@@ -158,9 +159,14 @@ def pytest_collection_modifyitems(config, items):
         for fixture, group in (("numa2_up", "vms"), ("every_lab_quick", "lab-runs")):
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: ("numa2_up" in getattr(item, "fixturenames", ()),
-                                 item.get_closest_marker("slow") is None,
-                                 "guest_image" in getattr(item, "fixturenames", ())))
+    def order(item) -> tuple[bool, bool, bool, bool]:
+        boots_image = "guest_image" in getattr(item, "fixturenames", ())
+        return ("numa2_up" in getattr(item, "fixturenames", ()),
+                boots_image and item.get_closest_marker("xdist_group") is not None,
+                item.get_closest_marker("slow") is None,
+                not boots_image)
+
+    items.sort(key=order)
 
 
 def pytest_sessionfinish(session, exitstatus):

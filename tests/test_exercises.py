@@ -44,6 +44,20 @@ def test_the_reference_solution_passes_and_the_untouched_exercise_fails(exercise
             f"grading {exercise.name} took the measurement lock: list it in MEASURING, so that it is graded alone"
 
 
+def test_the_untouched_exercises_lab_runs_stop_at_two_rounds_and_the_solutions_do_not(monkeypatch):
+    """Every answer of an untouched exercise raises, so what its notebook measures cannot change its grade."""
+    exercise = load_manifest().find("po-cost-per-sample")
+    graded = {}
+
+    def grade(name, path, record, env=None):
+        graded[path] = env
+        return Report(name, [Check("answer", FAILED if path == exercise.exercise_path else PASSED, "", "")])
+
+    monkeypatch.setattr(authoring, "grade", grade)
+    assert authoring.grading_problems(exercise) == []
+    assert graded == {exercise.solution_path: None, exercise.exercise_path: {"PERFLAB_RUNS": "2"}}
+
+
 def test_the_author_check_is_its_parts_and_grades_every_exercise_the_way_the_tests_do(monkeypatch):
     """`perflab exercises check` is the listing, a grading of every exercise and the cases' part, which the tests
     above and tests/test_cases.py run one by one: here only that it puts them together, each grading inside

@@ -3,6 +3,7 @@ every way around it that was found by hand now fails, and cells are named as the
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -145,6 +146,13 @@ def test_answers_come_back_as_plain_data_only(tmp_path):
     )
     assert answers["SCALAR"] == 0.75, "numpy's float64 is a float subclass whose repr is a call: sent as a float"
     assert "not plain data" in repr(answers["THING"])
+
+
+def test_the_environment_a_grading_adds_reaches_the_kernel_and_only_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_RUNS", "10")
+    path = notebook_with(tmp_path, "import os\nRUNS = os.environ['PERFLAB_RUNS']")
+    answers, errors = run_notebook(read_notebook(path), tmp_path, {}, 60, env={"PERFLAB_RUNS": "2"})
+    assert errors == [] and answers["RUNS"] == "2" and os.environ["PERFLAB_RUNS"] == "10"
 
 
 def test_a_function_answering_yes_or_no_is_checked_against_the_same_bool():

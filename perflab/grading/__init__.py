@@ -151,11 +151,11 @@ def next_hint(exercise, failing_now: bool = False) -> tuple[int, str] | None:
 
 
 def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = True,
-          timeout: float | None = None) -> Report:
+          timeout: float | None = None, env: dict[str, str] | None = None) -> Report:
     """Grade an exercise: run its notebook (the learner's copy in work/ unless told otherwise) in a fresh kernel,
-    all of it within `timeout` seconds (None: the exercise's budget in the manifest), then check what it produced
-    here, and that every written question has an answer. Progress, and the answers written, are recorded only for
-    the learner's own copy."""
+    with `env` added to its environment, all of it within `timeout` seconds (None: the exercise's budget in the
+    manifest), then check what it produced here, and that every written question has an answer. Progress, and the
+    answers written, are recorded only for the learner's own copy."""
     from . import written
 
     manifest = load_manifest()
@@ -168,7 +168,7 @@ def grade(name: str, notebook: str | os.PathLike | None = None, record: bool = T
     saved = read_notebook(path)
     code = [cell.source for _, cell in graded_cells(saved) if cell.cell_type == "code"]
     answered = written.answers(read_notebook(exercise.exercise_path), saved, manifest.stub_markdown)
-    values, errors = run_notebook(saved, path.parent, inputs, exercise.budget_s if timeout is None else timeout)
+    values, errors = run_notebook(saved, path.parent, inputs, exercise.budget_s if timeout is None else timeout, env)
     checks = own_work(check_function, code) + check_function(Answers(values, inputs, code))
     checks += [written.check(answer, manifest.stub_markdown) for answer in answered]
     report = Report(name, checks, errors, written={a.question.text: a.text for a in answered})

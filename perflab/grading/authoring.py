@@ -26,6 +26,9 @@ from .written import questions
 
 GRADINGS_AT_ONCE = 2
 ROUNDS_IN_A_CHECK = "10"
+# An untouched exercise's every answer still raises NotImplementedError (its cells are the generator's stubs), so
+# it fails whatever its notebook measured: its lab runs stop at two rounds, as the notebook tests' do.
+ROUNDS_UNTOUCHED = "2"
 
 
 def strip_solutions(source: str, stub: str) -> str:
@@ -118,12 +121,13 @@ def listing_problems() -> list[str]:
 
 
 def grading_problems(exercise: Exercise) -> list[str]:
-    """The reference solution passes and the untouched exercise fails (two gradings, under check_environment)."""
+    """The reference solution passes and the untouched exercise fails (two gradings, under check_environment; the
+    untouched one's lab runs stop at ROUNDS_UNTOUCHED)."""
     problems = []
     solved = grade(exercise.name, exercise.solution_path, record=False)
     if solved.status == FAILED:
         problems.append(f"{exercise.name}: the reference solution does not pass:\n{solved.render()}")
-    untouched = grade(exercise.name, exercise.exercise_path, record=False)
+    untouched = grade(exercise.name, exercise.exercise_path, record=False, env={"PERFLAB_RUNS": ROUNDS_UNTOUCHED})
     if untouched.status != FAILED:
         problems.append(f"{exercise.name}: the untouched exercise does not fail ({untouched.status}); its checks test "
                         "nothing")

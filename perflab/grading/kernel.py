@@ -198,10 +198,11 @@ def kernel_config(folder: str):
     return config
 
 
-def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[str, list[list]], budget_s: float
-                 ) -> tuple[dict[str, Any], list[str]]:
-    """Execute the notebook (read_notebook's; cells tagged `check` left out) in a fresh kernel started in `folder`,
-    all of it within `budget_s` seconds; return its answers and cell errors. The notebook becomes the run's."""
+def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[str, list[list]], budget_s: float,
+                 env: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Execute the notebook (read_notebook's; cells tagged `check` left out) in a fresh kernel started in `folder`
+    (with `env` added to its environment), all of it within `budget_s` seconds; return its answers and cell errors.
+    The notebook becomes the run's."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
@@ -229,7 +230,7 @@ def run_notebook(notebook: nbformat.NotebookNode, folder: Path, functions: dict[
         errors = []
         try:
             with budget.enforced(lambda: os.kill(client.km.provisioner.pid, signal.SIGKILL)):
-                client.execute(env={**os.environ, "PERFLAB_WAITED": str(budget.waited_path)})
+                client.execute(env={**os.environ, **(env or {}), "PERFLAB_WAITED": str(budget.waited_path)})
         except DeadKernelError:
             errors.append(f"{_named(running, kept, names)} was still running when the grade's budget of "
                           f"{budget_s:.0f} s ran out{budget.waits()}, and was stopped: an endless loop, or a "
