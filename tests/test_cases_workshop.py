@@ -17,6 +17,7 @@ from perflab.cases.grade import grade_case
 from perflab.cases.hints import METHOD, all_hints
 from perflab.cases.reveal import solve, truth
 from perflab.errors import PerflabError
+from perflab.grading import FAILED, PASSED, Check, Report
 from perflab.workshop import roster
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="a workshop's cases are given and re-graded by root"),
@@ -75,3 +76,17 @@ def test_the_instructor_regrade_grades_each_cause_with_the_learners_code_run_as_
         pytest.skip(f"three re-grades in a row were inconclusive (the machine busy): {said[-1]}")
     assert outcome["status"] == "passed", said
     assert f"causes found and fixed: {len(case.causes)} of {len(case.causes)}" in outcome["detail"]
+
+
+def test_a_regrade_that_does_not_pass_says_which_check_and_what_it_found(monkeypatch):
+    """The dashboard shows why a case failed, not only how many causes were credited."""
+    unmet = Check("cause 2 of 2", FAILED, "named in diagnosis.toml, and its fix measured faster",
+                  "you named it (lock in account), but its fix is not measured faster: 1.1 times as fast")
+    report = Report("case-1", [Check("faster than the release", PASSED, "", "1.6 times as fast"), unmet],
+                    notes=["causes found and fixed: 1 of 2"])
+    monkeypatch.setattr(case_workshop, "sealed_cases", lambda: {1: {"learner": "alice", "folder": "/nowhere"}})
+    monkeypatch.setattr(case_workshop, "load_case", lambda folder: folder)
+    monkeypatch.setattr(case_workshop, "grade_case", lambda case, **_: report)
+    monkeypatch.setattr(roster, "system_user", lambda learner: learner)
+    outcome = case_workshop.regrade_cases([], say=lambda _: None)["alice"]["case-1"]
+    assert outcome["detail"] == f"causes found and fixed: 1 of 2; cause 2 of 2: {unmet.got}"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import PerflabError
+from ..grading import PASSED
 from ..workshop import roster
 from ..workshop.hub import require_root
 from .case import load_case, new_case
@@ -50,7 +51,8 @@ def _give(folder: Path, user: str) -> None:
 
 def regrade_cases(learners: list[str], say: Callable[[str], None] = print) -> dict[str, dict[str, dict]]:
     """learner -> case name -> {"status", "at", "detail"}: each sealed case of the learners named (all when none
-    is) graded from its seed, the learner's code as the learner."""
+    is) graded from its seed, the learner's code as the learner. The detail is the causes found and fixed, and
+    the first check not passed with what it found."""
     outcomes: dict[str, dict[str, dict]] = {}
     for number, entry in sealed_cases().items():
         learner = entry["learner"]
@@ -60,7 +62,8 @@ def regrade_cases(learners: list[str], say: Callable[[str], None] = print) -> di
         try:
             report = grade_case(load_case(Path(entry["folder"])), record=False, progress_bar=False,
                                 user=roster.system_user(learner))
-            outcome = {"status": report.status, "at": at, "detail": "; ".join(report.notes)}
+            unmet = [f"{c.name}: {c.got}" for c in report.checks if c.status != PASSED]  # the first says why
+            outcome = {"status": report.status, "at": at, "detail": "; ".join([*report.notes, *unmet[:1]])}
         except PerflabError as err:
             outcome = {"status": "error", "at": at, "detail": str(err)}
         outcomes.setdefault(learner, {})[f"case-{number}"] = outcome
