@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,7 +13,7 @@ from perflab.cases.build import build, run
 from perflab.cases.case import QUICK_REQUESTS, find_case, new_case
 from perflab.cases.check import author_problems, was_busy
 from perflab.cases.diagnosis import read_diagnosis, read_start
-from perflab.cases.grade import grade_case
+from perflab.cases.grade import GENUINE, _unexplained, grade_case
 from perflab.cases.hints import METHOD, all_hints
 from perflab.cases.reveal import solve, truth
 from perflab.errors import PerflabError
@@ -222,20 +223,18 @@ def test_work_moved_out_of_the_stage_it_was_timed_in_is_not_credited():
     assert "only the timed requests got faster" in moved.got or "too uncertain to decide" in moved.got, moved.got
 
 
-def _rounds(claimed_ns: float, saved_s: list[float]) -> list[dict[str, dict]]:
+def _rounds(claimed_ns: float, saved_s: list[float], shown: float = 1.0) -> list[dict[str, dict]]:
     """Rounds of a case with one account-stage cause: the learner's account stage claimed_ns faster per request,
-    the wall clock saved_s faster, round by round."""
+    the wall clock saved_s faster, round by round; the previous release's stage as fast, its wall clock `shown`
+    of what its stage saved faster."""
     base = {"stage_ns": {"account": 100.0 + claimed_ns}, "wall_seconds": 0.5}
-    return [{"release": base, "yours": {"stage_ns": {"account": 100.0}, "wall_seconds": 0.5 - saved}}
-            for saved in saved_s]
+    genuine = 0.5 - shown * claimed_ns * QUICK_REQUESTS / 2 / 1e9
+    return [{"release": base, "yours": {"stage_ns": {"account": 100.0}, "wall_seconds": 0.5 - saved},
+             GENUINE: {"stage_ns": {"account": 100.0}, "wall_seconds": genuine}} for saved in saved_s]
 
 
 def test_only_a_wall_clock_decidedly_short_of_the_stages_saving_overrules_their_credit():
     """A point estimate overruled seed 2's own fix: 12 ms claimed against a wall clock 3 ms faster in its noise."""
-    from types import SimpleNamespace
-
-    from perflab.cases.grade import _unexplained
-
     case = SimpleNamespace(causes=[causes.by_name("adjacent-totals")], threads=2)  # 24 ns a request: 12 ms a run
     honest = _rounds(24, [0.003, 0.010, -0.004, 0.012, 0.001, 0.004, 0.002, -0.002])  # a median of 2.5 ms
     assert _unexplained(honest, case, "release", 0.01) is None
@@ -243,6 +242,18 @@ def test_only_a_wall_clock_decidedly_short_of_the_stages_saving_overrules_their_
     why = _unexplained(moved, case, "release", 0.01)
     assert why and "only the timed requests got faster" in why and "0.100 s a run" in why
     assert _unexplained(_rounds(-5, [0.0] * 8), case, "release", 0.01) is None  # nothing claimed: nothing to explain
+
+
+def test_the_wall_clocks_bar_is_what_it_shows_of_the_previous_releases_own_fix():
+    """Seed 2's own fix failed, decided, in CI on 2026-11-28: its account stage said 16 ms a run, the wall clock
+    showed a third of that, as it does for the previous release's fix of the same stage."""
+    case = SimpleNamespace(causes=[causes.by_name("adjacent-totals")], threads=2)
+    a_third = [0.005, 0.0052, 0.0049, 0.0051, 0.0048, 0.005, 0.0053, 0.0047]  # of 16 ms claimed (32 ns a request)
+    assert _unexplained(_rounds(32, a_third), case, "release", 0.01), "the bar of a wall clock that shows it all"
+    assert _unexplained(_rounds(32, a_third, shown=0.3), case, "release", 0.01) is None
+    nothing = [0.0, 0.0002, -0.0002, 0.0001, -0.0001, 0.0, 0.0001, -0.0001]
+    why = _unexplained(_rounds(32, nothing, shown=0.3), case, "release", 0.01)
+    assert why and "shows 30% of their stages' saving" in why, why
 
 
 def test_the_author_seeds_plant_every_cause_their_fix_passes_and_the_untouched_case_fails():
