@@ -11,11 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from perflab.labs import Lab
-from perflab.results import new_result
-from perflab.verdict import Verdict
-
 REPO = Path(__file__).resolve().parent.parent
+# Two at a time, each worker compiles the labs' variants (a learner's copy, a known fix) into a folder of its own:
+# two tests building the same variant at once would write each other's source and binary. Before perflab is
+# imported, which reads it once.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["PERFLAB_BUILD_DIR"] = str(REPO / "build" / f"tests-{os.environ['PYTEST_XDIST_WORKER']}")
+
+from perflab.labs import Lab  # noqa: E402
+from perflab.results import new_result  # noqa: E402
+from perflab.verdict import Verdict  # noqa: E402
+
 FIXTURE_MACHINES = REPO / "tests" / "fixtures" / "machines"
 SHARED_C2C = REPO.parent / "shared" / "datasets" / "core-to-core"
 

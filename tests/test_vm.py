@@ -429,7 +429,7 @@ def test_a_qemu_crash_under_tcg_boots_once_more_and_says_so(monkeypatch, tmp_pat
     monkeypatch.setattr(accelerator, "choose_accel", lambda *facts: ("tcg", "no KVM here", False))
     crashes_left, crashed = [1], []
 
-    def fake_boot(vm, image_, accel, why, timeout, progress, silent_limit=None):
+    def fake_boot(vm, image_, accel, why, timeout, progress, stop, silent_limit=None):
         if crashes_left[0]:
             crashes_left[0] -= 1
             crashed.append(accel)
@@ -444,6 +444,66 @@ def test_a_qemu_crash_under_tcg_boots_once_more_and_says_so(monkeypatch, tmp_pat
     crashes_left[0] = 2
     with pytest.raises(boot.QemuCrashed, match="-11"):
         boot.up("wide", progress=False)
+
+
+def test_a_boot_another_thread_stops_ends_at_once_and_is_not_booted_again(monkeypatch, tmp_path):
+    """Lab 4's full run boots its two guests side by side: when one fails, the other's boot must end now, not at
+    its timeout, and a QEMU that stopping ended is no crash to boot again."""
+    monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path))
+    stop = threading.Event()
+    stop.set()
+    qemu_process = processes.start(["sleep", "300"])
+    try:
+        started = time.monotonic()
+        with pytest.raises(boot.BootFailed, match="booting stopped, as asked"):
+            boot._wait_for_agent(machine.vm("default"), qemu_process, "tcg", started, 600, False, stop, None)
+        assert time.monotonic() - started < 1
+    finally:
+        processes.stop(qemu_process, signal.SIGKILL)
+
+    monkeypatch.setattr(qemu, "cannot_run_vms", lambda: None)
+    monkeypatch.setattr(boot.guest_image, "ensure", lambda progress: image.Image(tmp_path / "images" / "abc"))
+    monkeypatch.setattr(accelerator, "choose_accel", lambda *facts: ("tcg", "no KVM here", False))
+    boots = []
+
+    def killed_by_the_stop(*args, **kwargs):
+        boots.append(args)
+        raise boot.QemuCrashed("QEMU exited with -15 while booting wide; the console ended with: (nothing)")
+
+    monkeypatch.setattr(boot, "_boot", killed_by_the_stop)
+    with pytest.raises(boot.QemuCrashed):
+        boot.up("wide", progress=False, stop=stop)
+    assert len(boots) == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_command_another_thread_stops_is_killed_in_the_guest_and_raises(tmp_path):
+    from types import SimpleNamespace
+
+    from perflab.vm import commands
+
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+
+    def guest() -> None:
+        accepted, _ = server.accept()
+        agent.serve(agent.Port(accepted.fileno()), once=True)
+        accepted.close()
+
+    serving = threading.Thread(target=guest)
+    serving.start()
+    vm = SimpleNamespace(running=lambda: True, agent_socket=path, folder=tmp_path, profile=SimpleNamespace(name="la57"))
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(PerflabError, match="the command in la57 was stopped, as asked"):
+        commands.execute(vm, ["sleep", "30"], stop=stop, cwd=str(tmp_path))
+    assert time.monotonic() - started < 0.5 + 2 * commands.STOP_LOOK_S
+    serving.join(10)  # the agent serves until its command ends: sleep 30 was killed
+    server.close()
+    assert not serving.is_alive(), "the command in the guest lives on"
 
 
 # `perflab vm up` (keep) or one command's boot, of a VM whose QEMU is `sleep 300`: booted, or still booting.

@@ -121,14 +121,22 @@ def listing_problems() -> list[str]:
 
 
 def grading_problems(exercise: Exercise) -> list[str]:
-    """The reference solution passes and the untouched exercise fails (two gradings, under check_environment; the
-    untouched one's lab runs stop at ROUNDS_UNTOUCHED)."""
-    problems = []
+    """The reference solution passes and the untouched exercise fails (two gradings, under check_environment)."""
+    return solution_problems(exercise) + untouched_problems(exercise)
+
+
+def solution_problems(exercise: Exercise) -> list[str]:
+    """The reference solution passes (or is inconclusive, on a machine that cannot show it or was busy)."""
     solved = grade(exercise.name, exercise.solution_path, record=False)
     if solved.status == FAILED:
-        problems.append(f"{exercise.name}: the reference solution does not pass:\n{solved.render()}")
+        return [f"{exercise.name}: the reference solution does not pass:\n{solved.render()}"]
+    return []
+
+
+def untouched_problems(exercise: Exercise) -> list[str]:
+    """The untouched exercise fails. Its lab runs stop at ROUNDS_UNTOUCHED: every answer of it raises, so what it
+    measures cannot change its grade, nor can a busy machine."""
     untouched = grade(exercise.name, exercise.exercise_path, record=False, env={"PERFLAB_RUNS": ROUNDS_UNTOUCHED})
     if untouched.status != FAILED:
-        problems.append(f"{exercise.name}: the untouched exercise does not fail ({untouched.status}); its checks test "
-                        "nothing")
-    return problems
+        return [f"{exercise.name}: the untouched exercise does not fail ({untouched.status}); its checks test nothing"]
+    return []

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,11 +39,12 @@ class QemuCrashed(BootFailed):
     """QEMU itself died of a signal while booting (not a guest that failed to come up)."""
 
 
-def up(name: str, progress: bool = True, keep: bool = True) -> dict:
+def up(name: str, progress: bool = True, keep: bool = True, stop: threading.Event | None = None) -> dict:
     """Boot the profile's VM unless it is running; return its vm.json (accel, why, boot time...).
 
     keep: once booted, the VM outlives this process (`perflab vm up`); otherwise its QEMU stays one of this
-    process's programs, which ends with it (a VM booted for one command)."""
+    process's programs, which ends with it (a VM booted for one command).
+    stop: set by another thread, it ends the boot at once (BootFailed), as an interrupt would."""
     machine = vm(name)
     problem = qemu.cannot_run_vms()
     if problem:
@@ -50,13 +52,13 @@ def up(name: str, progress: bool = True, keep: bool = True) -> dict:
     with machine.lock():
         if machine.running():
             return machine.info()
-        info = _boot_as_chosen(machine, progress)
+        info = _boot_as_chosen(machine, progress, stop)
         if keep:
             processes.release(info["pid"])
         return info
 
 
-def _boot_as_chosen(machine: VM, progress: bool) -> dict:
+def _boot_as_chosen(machine: VM, progress: bool, stop: threading.Event | None) -> dict:
     """Boot with KVM or TCG as choose_accel says: a KVM trial falls back to TCG, a TCG crash boots once more."""
     name = machine.profile.name
     machine.clear()
@@ -76,27 +78,33 @@ def _boot_as_chosen(machine: VM, progress: bool) -> dict:
     timeout = float(os.environ.get("PERFLAB_VM_BOOT_TIMEOUT", machine.profile.boot_timeout_s))
     if trial:
         try:
-            info = _boot(machine, built, "kvm", why, min(timeout, KVM_TRIAL_TIMEOUT_S), progress,
+            info = _boot(machine, built, "kvm", why, min(timeout, KVM_TRIAL_TIMEOUT_S), progress, stop,
                          silent_limit=KVM_FIRST_OUTPUT_S)
             accelerator.record_trial(key, True, "booted")
             return info
         except BootFailed as err:
+            if stopped(stop):
+                raise
             accelerator.record_trial(key, False, str(err.args[0]).split(";")[0])
             accel, why = "tcg", f"KVM could not boot this guest ({str(err.args[0]).split(';')[0]})"
             say(progress, f"{name}: falling back to TCG, because {why}")
     try:
-        return _boot(machine, built, accel, why, timeout, progress)
+        return _boot(machine, built, accel, why, timeout, progress, stop)
     except QemuCrashed as crash:
-        if accel != "tcg":
+        if accel != "tcg" or stopped(stop):
             raise
         # QEMU 7.2's TCG segfaulted once in about a day of boots here (8 vCPUs, wide), at random: a
         # second boot is the remedy, and the message says it happened.
         say(True, f"{name}: {str(crash.args[0]).split(';')[0]} (a crash in QEMU's TCG); booting once more")
-        return _boot(machine, built, accel, why, timeout, progress)
+        return _boot(machine, built, accel, why, timeout, progress, stop)
+
+
+def stopped(stop: threading.Event | None) -> bool:
+    return stop is not None and stop.is_set()
 
 
 def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: float, progress: bool,
-          silent_limit: float | None = None) -> dict:
+          stop: threading.Event | None, silent_limit: float | None = None) -> dict:
     """Start QEMU and wait for the agent; BootFailed (QEMU stopped, state cleared) if it does not answer.
 
     silent_limit: give up early when the console stays empty this long (the KVM trial).
@@ -123,7 +131,7 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
     }
     machine.info_path.write_text(json.dumps(info, indent=1) + "\n")
     try:
-        pong = _wait_for_agent(machine, process, accel, started, timeout, progress, silent_limit)
+        pong = _wait_for_agent(machine, process, accel, started, timeout, progress, stop, silent_limit)
     except BaseException:
         _stop(machine, (process.pid, info["started"]))
         raise
@@ -135,11 +143,13 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
 
 
 def _wait_for_agent(machine: VM, process: subprocess.Popen, accel: str, started: float, timeout: float,
-                    progress: bool, silent_limit: float | None) -> dict:
+                    progress: bool, stop: threading.Event | None, silent_limit: float | None) -> dict:
     live = progress and sys.stderr.isatty()
     agent = None
     try:
         while (elapsed := time.monotonic() - started) < timeout:
+            if stopped(stop):
+                raise BootFailed(f"{machine.profile.name}: booting stopped, as asked")
             if process.poll() is not None:
                 failed = QemuCrashed if process.returncode < 0 else BootFailed
                 raise failed(f"QEMU exited with {process.returncode} while booting {machine.profile.name}; "
@@ -195,14 +205,14 @@ def _stop(machine: VM, running: tuple[int, int] | None) -> None:
 
 
 @contextmanager
-def session(name: str, progress: bool = True):
-    """The running VM for `name`; if it was not running, boot it now and stop it afterwards."""
+def session(name: str, progress: bool = True, stop: threading.Event | None = None):
+    """The running VM for `name`; if it was not running, boot it now and stop it afterwards. stop: as up()'s."""
     machine = vm(name)
     booted_here = not machine.running()
     with signals_end_the_process():  # a VM booted for this command stops with it, also on kill
         if booted_here:
             say(progress, f"{name} is not running: booting it for this command (`perflab vm up {name}` keeps it up)")
-            up(name, progress=progress, keep=False)
+            up(name, progress=progress, keep=False, stop=stop)
         try:
             yield machine
         finally:

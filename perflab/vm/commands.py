@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 import termios
+import threading
 import tty
 import uuid
 from contextlib import contextmanager
@@ -18,15 +19,17 @@ from .connection import AgentConnection
 from .machine import VM
 from .protocol import pack, unpack
 
+STOP_LOOK_S = 0.5  # seconds between a stoppable command's looks at its stop event
 GUEST_ENV = {"PYTHONPATH": "/perflab", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/root",
              "MPLCONFIGDIR": "/tmp/matplotlib", "LANG": "C.UTF-8"}
 
 
 def execute(machine: VM, argv: list[str], stdout=None, stderr=None, env: dict | None = None,
-            cwd: str = "/perflab") -> int:
+            cwd: str = "/perflab", stop: threading.Event | None = None) -> int:
     """Run argv in the guest, streaming its output to the given binary files; return its exit code.
 
-    Ctrl-C is passed on to the guest command as SIGINT; a second Ctrl-C kills it.
+    Ctrl-C is passed on to the guest command as SIGINT; a second Ctrl-C kills it. stop: set by another thread,
+    it kills the command and raises PerflabError within STOP_LOOK_S.
     """
     stdout = stdout or sys.stdout.buffer
     stderr = stderr or sys.stderr.buffer
@@ -37,11 +40,14 @@ def execute(machine: VM, argv: list[str], stdout=None, stderr=None, env: dict | 
         interrupts = 0
         while True:
             try:
-                message = agent.receive(None)
+                message = agent.receive(None if stop is None else STOP_LOOK_S)
             except KeyboardInterrupt:
                 interrupts += 1
                 agent.send({"id": rid, "op": "signal", "signum": signal.SIGINT if interrupts == 1 else signal.SIGKILL})
                 continue
+            if stop is not None and stop.is_set():
+                agent.send({"id": rid, "op": "signal", "signum": signal.SIGKILL})
+                raise PerflabError(f"the command in {machine.profile.name} was stopped, as asked")
             if message is None or message.get("id") != rid:
                 continue
             op = message.get("op")

@@ -4,6 +4,7 @@ Two kinds of guest count the same fault program (labs/04-page-table-levels/fault
 CPU and clock (the icount profiles):
 - the Debian guest (the full run): the course's guest image with its agent, which builds the program under
   emulation, measures, then faults in a mapping hinted above 2^47 and times handle_mm_fault with funclatency;
+  both modes at once;
 - the minimal guest (the quick run, minimal.py): the same kernel with an initramfs of init and a static build
   of the program, booted with nokaslr, both modes at once.
 Both print the kernel's VmallocTotal line, the program's JSON lines and the same marks, read by read_boot.
@@ -13,10 +14,13 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from ...errors import PerflabError
+from ...journal import signals_end_the_process
 from ...probe import paging_levels_of
 from .. import CannotShow
 from .faults import MODES, SOURCE_DIR, Settings, faults_argv, parse_histogram
@@ -104,16 +108,40 @@ def read_boot(levels: int, output: str, histogram: bool = False, high: bool = Fa
     return boot
 
 
-def boot_and_measure(levels: int, settings: Settings, histogram: bool = False, high: bool = False) -> dict[str, Any]:
-    """Boot the Debian guest of the profile for `levels`, measure, stop the VM: the boot, read."""
+def boot_both(settings: Settings, histogram: bool = False, high: bool = False) -> dict[int, dict[str, Any]]:
+    """Boot the Debian guest of each paging mode side by side, measure, stop both: levels -> its boot. Each has
+    one vCPU, which icount runs on one host thread, so two host CPUs run both in about the time of one, and the
+    instructions each counts do not depend on what else the host runs. When one fails, or on Ctrl-C, the other
+    stops at once."""
+    from ...vm import image as guest_image
+
+    guest_image.ensure(progress=False)  # here, not in both threads at once
+    stop = threading.Event()
+    # SIGTERM too sets `stop`: the threads' sessions stop their VMs, which only the main thread hears of.
+    with signals_end_the_process(), ThreadPoolExecutor(len(PROFILES), thread_name_prefix="perflab-guest") as pool:
+        booting = {levels: pool.submit(boot_and_measure, levels, settings, histogram, high, stop)
+                   for levels in PROFILES}
+        try:
+            for boot in wait(booting.values(), return_when=FIRST_EXCEPTION).done:
+                boot.result()  # the first failure, while the other boot may still run
+            return {levels: boot.result() for levels, boot in booting.items()}
+        finally:
+            stop.set()
+
+
+def boot_and_measure(levels: int, settings: Settings, histogram: bool = False, high: bool = False,
+                     stop: threading.Event | None = None) -> dict[str, Any]:
+    """Boot the Debian guest of the profile for `levels`, measure, stop the VM: the boot, read. stop: set by
+    another thread, it ends the boot or the measurement at once."""
     from ...vm.boot import session
     from ...vm.commands import execute
     from ...vm.labrun import vm_block
 
     profile = PROFILES[levels]
     out, err = io.BytesIO(), io.BytesIO()
-    with session(profile, progress=False) as machine:
-        code = execute(machine, ["sh", "-c", guest_script(settings, histogram, high)], stdout=out, stderr=err)
+    with session(profile, progress=False, stop=stop) as machine:
+        code = execute(machine, ["sh", "-c", guest_script(settings, histogram, high)], stdout=out, stderr=err,
+                       stop=stop)
         vm = vm_block(machine.info())
     if code != 0:
         last = err.getvalue().decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {code}"]

@@ -37,7 +37,7 @@ from .faults import (
     per_fault,
     result_samples,
 )
-from .guests import PROFILES, TRACED, boot_and_measure, check_vm_ready
+from .guests import PROFILES, TRACED, boot_both, check_vm_ready
 from .native import judge_native, measure_here, other_boot
 
 ARMS = ("5-level", "4-level")
@@ -53,18 +53,18 @@ def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
     boots: list[dict[str, Any]] = []
 
     def one_round(r: int, order: list[str]) -> dict[str, float]:
-        if settings.minimal_guests:  # side by side: the order does not matter
+        # Side by side, counting instructions: the order does not matter.
+        if settings.minimal_guests:
             booted = minimal.boot_both(settings, high=r == 0)
         else:
-            booted = {int(arm[0]): boot_and_measure(int(arm[0]), settings, histogram=r == 0, high=r == 0)
-                      for arm in order}
+            booted = boot_both(settings, histogram=r == 0, high=r == 0)
         boots.extend(dict(booted[int(arm[0])], round=r) for arm in order)
         return {arm: boot_cost(booted[int(arm[0])]) for arm in order}
 
     plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
     raced = race(list(ARMS), one_round, lambda values, alpha: decide(values, alpha)[0] in DECIDED, plan,
                  control="4-level", progress=progress,
-                 desc=f"rounds: a boot of la57 and of no5lvl, ~{15 if settings.minimal_guests else 90} s")
+                 desc=f"rounds: a boot of la57 and of no5lvl, ~{15 if settings.minimal_guests else 60} s")
     histograms = {str(b["paging_levels"]): b.pop(TRACED) for b in boots if TRACED in b}
     # Set beside the boot's last anonymous round below 2^47, not its cheapest: by the end of a boot the kernel
     # has usually moved to the state in which every fault costs about 8 instructions more (see boot_cost).
