@@ -103,8 +103,6 @@ def test_perflab_help_lists_each_labs_tools_under_it_and_imports_no_lab():
     assert re.search(r"lab 1, core-to-core:\n +c2c ", tools) and re.search(r"lab 6, loop-alignment:\n +layout ", tools)
 
 
-
-
 def _one_line_error(done, *fragments):
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr

@@ -35,9 +35,12 @@ if [ "$(cat "$initramfs_conf" 2>/dev/null)" != "MODULES=list" ] \
     stale_initramfs=yes
 fi
 
+# One dpkg-query for every package: one each took 15 s of a Vagrant guest's provisioning under TCG.
+installed=" $(dpkg-query -W -f='${Package} ${Status}\n' $PACKAGES 2>/dev/null \
+    | awk '$2 " " $3 " " $4 == "install ok installed" { printf "%s ", $1 }')"
 missing=""
 for package in $PACKAGES; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing="$missing $package"
+    case "$installed" in *" $package "*) ;; *) missing="$missing $package" ;; esac
 done
 if [ -n "$missing" ]; then
     # No daemon may start inside the build chroot.

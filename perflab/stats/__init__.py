@@ -1,8 +1,9 @@
 """Statistics for microbenchmarks: small pure functions over sequences of float samples.
 
 The names here are the course's vocabulary (harmonic_mean_ci, welch_t_test,
-instability_warnings); the special functions behind them are scipy.stats's,
-and numpy draws the bootstrap resamples. Invalid input raises PerflabError
+instability_warnings); the special functions behind them are scipy's (the
+distributions' from scipy.special, which imports in a third of scipy.stats's
+time; the tests' from scipy.stats), and numpy draws the bootstrap resamples. Invalid input raises PerflabError
 with a one-line message that says how to fix it.
 
 The modules, one concern each: checks (input checks, scipy on first use), descriptive (one sample), intervals

@@ -87,8 +87,6 @@ def cliffs_delta(a: Sequence[float], b: Sequence[float]) -> float:
     return (greater - less) / (len(xa) * len(xb))
 
 
-
-
 @dataclass(frozen=True)
 class PowerLaw:
     """time = prefactor * n ** exponent, fitted on log-log axes, with the exponent's confidence interval."""

@@ -65,14 +65,12 @@ def coefficient_of_variation(xs: Sequence[float]) -> float:
     return stdev(xs) / abs(m)
 
 
-
 def tukey_outliers(xs: Sequence[float]) -> list[int]:
     """Indices of samples outside Tukey's fences [Q1 - 1.5 IQR, Q3 + 1.5 IQR]."""
     values = samples(xs, 1, "outliers")
     q1, q3 = percentile(values, 25), percentile(values, 75)
     low, high = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
     return [i for i, x in enumerate(values) if x < low or x > high]
-
 
 
 def plot_range(values: Sequence[float], fence: float = 3.0) -> tuple[float, float]:

@@ -8,23 +8,21 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import PerflabError
-from .checks import check_confidence, check_df, check_probability, positive, samples, scipy_stats
+from .checks import check_confidence, check_df, check_probability, positive, samples, scipy_special, scipy_stats
 from .descriptive import harmonic_mean, mean, median, percentile, stdev
 
 _BOOTSTRAP_CHUNK = 1_000_000  # resampled values drawn per numpy call (bounds memory)
 
 
-
-
 def normal_cdf(x: float) -> float:
     """P(Z <= x) for a standard normal Z."""
-    return float(scipy_stats().norm.cdf(x))
+    return float(scipy_special().ndtr(x))
 
 
 def normal_quantile(p: float) -> float:
     """x with normal_cdf(x) = p."""
     check_probability(p)
-    return float(scipy_stats().norm.ppf(p))
+    return float(scipy_special().ndtri(p))
 
 
 def t_cdf(t: float, df: float) -> float:
@@ -32,16 +30,16 @@ def t_cdf(t: float, df: float) -> float:
     check_df(df)
     if math.isnan(t):
         raise PerflabError("t_cdf got t = nan: check the samples it was computed from")
-    return float(scipy_stats().t.cdf(t, df))
+    return float(scipy_special().stdtr(df, t))
 
 
 def t_quantile(p: float, df: float) -> float:
     """t with t_cdf(t, df) = p."""
     check_probability(p)
     check_df(df)
-    return float(scipy_stats().t.ppf(p, df))
-
-
+    if p in (0.0, 1.0):  # the ends, which scipy.stats's t.ppf handles before calling stdtrit (+inf at both)
+        return -math.inf if p == 0.0 else math.inf
+    return float(scipy_special().stdtrit(df, p))
 
 
 def mean_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -112,8 +110,6 @@ def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], statistic: Callab
     if np.any(denominators == 0):
         raise PerflabError("statistic of the baseline samples is 0 in some resample: the ratio is undefined")
     return _percentile_interval(numerators / denominators, confidence)
-
-
 
 
 # Row-wise numpy and scipy equivalents of the statistics of descriptive.py: same numbers, much faster bootstraps.

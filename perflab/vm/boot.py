@@ -220,7 +220,6 @@ def session(name: str, progress: bool = True, stop: threading.Event | None = Non
                 down(name)
 
 
-
 def _read(path: str | Path) -> str:
     try:
         return Path(path).read_text(errors="replace")

@@ -77,7 +77,6 @@ def vm(name: str) -> VM:
     return VM(load(name))
 
 
-
 def status() -> list[dict]:
     """Every profile with its shape and whether its VM runs; clears the folders of VMs that died."""
     shown_by = {name: [lab.name for lab in labs() if name in lab.vm] for name in names()}
