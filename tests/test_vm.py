@@ -78,6 +78,18 @@ def test_single_threaded_tcg_is_for_the_profile_that_asks_and_the_guest_is_told(
     assert numa2_tcg[numa2_tcg.index("-accel") + 1] == "tcg" and profiles.TCG_SINGLE_THREAD not in " ".join(numa2_tcg)
 
 
+def test_tcg_guests_boot_without_the_mitigations_but_kvm_and_instruction_counting_ones_keep_them(tmp_path):
+    def appended(name: str, accel: str) -> list[str]:
+        argv = qemu.qemu_argv(machine.vm(name), tmp_path / "d", tmp_path / "k", tmp_path / "i", accel)
+        return argv[argv.index("-append") + 1].split()
+
+    assert profiles.TCG_NO_MITIGATIONS in appended("default", "tcg") and profiles.TCG_NO_MITIGATIONS in appended(
+        "wide", "tcg")
+    assert profiles.TCG_NO_MITIGATIONS not in appended("default", "kvm") + appended("numa2", "kvm")
+    assert profiles.TCG_NO_MITIGATIONS not in appended("la57-icount", "tcg") + appended("no5lvl-icount", "tcg")
+    assert appended("no5lvl", "tcg")[-1] == "no5lvl", "the profile's own words come last, so that they decide"
+
+
 def test_la57_is_on_only_where_the_profile_asks():
     assert "max,la57=on,vendor=GenuineIntel" in profiles.machine_args(profiles.load("la57"), "tcg")
     assert "max,la57=off,vendor=GenuineIntel" in profiles.machine_args(profiles.load("default"), "tcg")

@@ -196,6 +196,7 @@ def _run_step(progress: bool, log: Path, label: str, argv: list[str]) -> None:
     tail: deque[str] = deque(maxlen=15)
     live = progress and sys.stderr.isatty()
     say(progress and not live, f"[{label}] {argv[0]} ...")
+    started = time.monotonic()
     with log.open("a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         process = subprocess.Popen([*NAMESPACE, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -211,8 +212,11 @@ def _run_step(progress: bool, log: Path, label: str, argv: list[str]) -> None:
         finally:
             if process.poll() is None:
                 _stop(process)
+        ended = f"{'done' if code == 0 else f'failed (exit {code})'} in {time.monotonic() - started:.0f} s"
+        out.write(f"# {label}: {ended}\n")
         if live:
-            print(f"\r\033[K[{label}] done", file=sys.stderr, flush=True)
+            print(f"\r\033[K[{label}] {ended}", file=sys.stderr, flush=True)
+        say(progress and not live, f"[{label}] {ended}")
     if code != 0:
         if any("No space left on device" in line for line in tail):
             raise OSError(errno.ENOSPC, "no space left on device")

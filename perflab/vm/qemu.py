@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .. import processes
 from ..paths import REPO_ROOT
 from . import image as guest_image
-from .profiles import TCG_SINGLE_THREAD, machine_args, scratch_disk_args, single_thread
+from .profiles import kernel_args, machine_args, scratch_disk_args
 from .protocol import PORT_NAME
 
 if TYPE_CHECKING:
@@ -63,8 +63,7 @@ def bare(name: str) -> list[str]:
 def qemu_argv(machine: VM, disk: Path, kernel: Path, initrd: Path, accel: str) -> list[str]:
     profile = machine.profile
     append = ["root=/dev/vda", "ro", "console=ttyS0", "init=/usr/local/sbin/perflab-init", "panic=-1", "loglevel=4",
-              f"perflab.profile={profile.name}", *([TCG_SINGLE_THREAD] if single_thread(profile, accel) else []),
-              *profile.kernel_args]
+              f"perflab.profile={profile.name}", *kernel_args(profile, accel)]
     return [
         *bare(f"perflab-{profile.name}"), *machine_args(profile, accel),
         "-kernel", str(kernel), "-initrd", str(initrd), "-append", " ".join(append),
