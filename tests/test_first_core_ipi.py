@@ -537,10 +537,16 @@ def test_a_kill_9_during_the_sweep_is_restored_by_the_next_run(tmp_path):
     sweeper = subprocess.Popen([sys.executable, "-c", SWEEP_FOREVER], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert sweeper.stdout.readline().strip() == "started"
-        deadline = time.monotonic() + 60
-        while knob.read() == original and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert knob.read() != original, "the sweep never changed rq_affinity"
+        # Stopped while it looks: the sweep comes back to the original value every third step, and a kill then
+        # would leave nothing to restore (a CI run saw a change, then the original value at its next read).
+        deadline, changed = time.monotonic() + 60, False
+        while not changed and time.monotonic() < deadline:
+            os.kill(sweeper.pid, signal.SIGSTOP)
+            changed = knob.read() != original
+            if not changed:
+                os.kill(sweeper.pid, signal.SIGCONT)
+                time.sleep(0.01)
+        assert changed, "the sweep never changed rq_affinity"
         os.kill(sweeper.pid, signal.SIGKILL)
         sweeper.wait(timeout=30)
         assert knob.read() != original  # nothing ran after kill -9: the change is still there...
