@@ -131,7 +131,7 @@ def judge_paired_change(name: str, numerator: Sequence[float], denominator: Sequ
     ratios = [a / b for a, b in zip(numerator, denominator, strict=True)]
     low, high = stats.bootstrap_ci(ratios, stats.median, confidence=1 - alpha)
     logs = [math.log(r) for r in ratios]
-    p = 1.0 if not any(logs) else float(stats.scipy_stats().wilcoxon(logs).pvalue)
+    p = 1.0 if not any(logs) else stats.wilcoxon_signed_rank(logs)
     effect = Effect(name, stats.median(ratios) - 1, unit, low - 1, high - 1, p, 1 - alpha)
     if p < alpha and low - 1 >= min_effect:
         return "reproduced", effect.text(), effect

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from perflab import report
 from perflab.labs import available, find, labs
+from perflab.verdict import Verdict
 
 
 def test_run_all_quick_writes_the_report(every_lab_quick):
@@ -28,3 +29,13 @@ def test_report_lists_the_planned_labs(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "labs", lambda: [planned])
     page = report.write_report([]).read_text()
     assert "Not in this version yet" in page and f"<li>{html.escape(planned.heading)}</li>" in page
+
+
+def test_where_matplotlib_is_missing_the_report_says_the_host_draws(tmp_path, monkeypatch):
+    """The course's guests have no matplotlib: `perflab run all` in one still writes its report, and says why it
+    has no plots."""
+    monkeypatch.setenv("PERFLAB_RESULTS", str(tmp_path))
+    monkeypatch.setattr(report.importlib.util, "find_spec", lambda name: None if name == "matplotlib" else object())
+    verdict = Verdict("core-to-core", "cannot-show", "measured in no guest")
+    page = report.write_report([verdict]).read_text()
+    assert "measured in no guest" in page and report.NO_FIGURES in page and "data:image/png" not in page

@@ -6,14 +6,18 @@
 set -eu
 
 # What the labs run in the guest: the tools, a compiler for the C benchmarks,
-# and the Python modules the perflab package imports (from Debian, not PyPI:
-# the guest has no network).
+# and the Python modules that perflab's measurements and verdicts import (from
+# Debian, not PyPI: the guest has no network). Not matplotlib: the host draws
+# the figures of what comes back, and Debian's matplotlib pulls in fonttools,
+# sympy and tk (a tenth of the image's build time). scipy's pythran wants a
+# BLAS to compile against: the small reference one (libblas-dev), not
+# OpenBLAS's 100 MB; nothing in the guest multiplies matrices.
 PACKAGES="
 linux-image-amd64 linux-image-rt-amd64 initramfs-tools kmod
 linux-perf bpftrace bpfcc-tools python3-bpfcc libbpf-tools trace-cmd rtla rt-tests
 fio stress-ng numactl hwloc-nox util-linux procps iproute2 zstd
 build-essential make clang coz-profiler
-python3 python3-numpy python3-tqdm python3-matplotlib
+python3 python3-numpy python3-scipy libblas-dev python3-tqdm
 systemd-sysv openssh-server sudo
 "
 

@@ -1,5 +1,5 @@
-"""What every statistic checks first: enough finite samples, a confidence or probability in range; and scipy.stats
-and scipy.special, imported on first use."""
+"""What every statistic checks first: enough finite samples, a confidence or probability in range; and
+scipy.special, imported on first use."""
 
 from __future__ import annotations
 
@@ -11,17 +11,9 @@ import numpy as np
 from ..errors import PerflabError
 
 
-def scipy_stats():
-    """scipy.stats, imported on first use: the import takes about 2 s, which every notebook kernel, grading and
-    `perflab run` that imports the labs would otherwise pay before computing anything."""
-    from scipy import stats
-
-    return stats
-
-
 def scipy_special():
-    """scipy.special, imported on first use: the distribution functions that scipy.stats's norm and t call, in
-    0.4 s instead of scipy.stats's 1.3 s here, for a grading or a kernel that only draws an interval."""
+    """scipy.special, imported on first use: the import takes 0.4 s, which a notebook kernel, grading or
+    `perflab run` that imports the labs would otherwise pay before computing anything."""
     from scipy import special
 
     return special

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..errors import PerflabError
-from .checks import check_confidence, check_df, check_probability, positive, samples, scipy_special, scipy_stats
-from .descriptive import harmonic_mean, mean, median, percentile, stdev
+from .checks import check_confidence, check_df, check_probability, positive, samples, scipy_special
+from .descriptive import harmonic_mean, mean, median, percentile_of_sorted, stdev
 
 _BOOTSTRAP_CHUNK = 1_000_000  # resampled values drawn per numpy call (bounds memory)
 
@@ -83,9 +83,11 @@ def _check_resamples(resamples: int) -> None:
 
 
 def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
-    """The central `confidence` fraction of a bootstrap distribution."""
-    values = stats.tolist()
-    return percentile(values, 50 * (1 - confidence)), percentile(values, 50 * (1 + confidence))
+    """The central `confidence` fraction of a bootstrap distribution (percentile's numbers, sorted once)."""
+    values = np.sort(stats)
+    if not np.isfinite(values).all():
+        samples(stats.tolist(), 1, "a percentile")  # raises, naming the first resample that is not finite
+    return percentile_of_sorted(values, 50 * (1 - confidence)), percentile_of_sorted(values, 50 * (1 + confidence))
 
 
 def bootstrap_ci(xs: Sequence[float], statistic: Callable[[Sequence[float]], float] = median, confidence: float = 0.95,
@@ -117,5 +119,5 @@ def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], statistic: Callab
 _ROWWISE: dict[Callable, Callable] = {
     mean: np.mean,
     median: np.median,
-    harmonic_mean: lambda sample, axis: scipy_stats().hmean(sample, axis=axis),
+    harmonic_mean: lambda sample, axis: sample.shape[axis] / np.sum(1.0 / sample, axis=axis),
 }

@@ -20,8 +20,7 @@ from .machine import VM
 from .protocol import pack, unpack
 
 STOP_LOOK_S = 0.5  # seconds between a stoppable command's looks at its stop event
-GUEST_ENV = {"PYTHONPATH": "/perflab", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/root",
-             "MPLCONFIGDIR": "/tmp/matplotlib", "LANG": "C.UTF-8"}
+GUEST_ENV = {"PYTHONPATH": "/perflab", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/root", "LANG": "C.UTF-8"}
 
 
 def execute(machine: VM, argv: list[str], stdout=None, stderr=None, env: dict | None = None,
