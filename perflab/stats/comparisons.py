@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from ..errors import PerflabError
 from . import ranks
-from .checks import check_confidence, positive, samples, scipy_special
+from .checks import check_confidence, positive, samples
 from .descriptive import mean, stdev
-from .intervals import t_quantile
+from .intervals import t_cdf, t_quantile
 
 
 def welch_t_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
@@ -32,7 +32,7 @@ def welch_error_and_df(a: list[float], b: list[float]) -> tuple[float, float]:
 
 
 def _two_sided_t_p(t: float, df: float) -> float:
-    return 2 * float(scipy_special().stdtr(df, -abs(t)))
+    return 2 * t_cdf(-abs(t), df)
 
 
 def mean_difference(
@@ -104,7 +104,7 @@ class PowerLaw:
         if self.stderr == 0:
             return 0.0 if self.exponent > exponent else 1.0
         # P(T > t) as P(T < -t): 1 - cdf would round a tiny p to 0
-        return float(scipy_special().stdtr(self.df, (exponent - self.exponent) / self.stderr))
+        return t_cdf((exponent - self.exponent) / self.stderr, self.df)
 
 
 # ANCHOR: power_law_fit

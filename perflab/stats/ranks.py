@@ -1,7 +1,7 @@
 """The rank tests, Mann-Whitney U and Wilcoxon's signed rank, computed as scipy.stats computes them, without it.
 
 A verdict needs one of them, and scipy.stats takes 1.2 s to import on a laptop and about 16 s in a guest under TCG;
-scipy.special, which these need, a third of that. tests/test_stats.py holds them to scipy.stats's numbers.
+scipy.special, behind intervals.normal_cdf, a third of that. tests/test_stats.py holds them to scipy.stats's numbers.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .checks import scipy_special
+from .intervals import normal_cdf
 
 WILCOXON_EXACT_MAX = 50  # up to this many differences without ties or zeros: the exact null distribution
 WILCOXON_ENUMERATED_MAX = 13  # up to this many with ties or zeros: every one of the 2**n sign flips
@@ -38,7 +38,7 @@ def mann_whitney(a: list[float], b: list[float]) -> tuple[float, float]:
     n = n1 + n2
     spread = math.sqrt(n1 * n2 / 12 * ((n + 1) - float((sizes**3 - sizes).sum()) / (n * (n - 1))))
     z = (larger - n1 * n2 / 2 - 0.5) / spread
-    return u1, min(1.0, float(scipy_special().ndtr(-z)) * 2)
+    return u1, min(1.0, normal_cdf(-z) * 2)
 
 
 def wilcoxon_signed_rank(differences: list[float]) -> float:
@@ -53,11 +53,11 @@ def wilcoxon_signed_rank(differences: list[float]) -> float:
     if exact and len(d) <= WILCOXON_EXACT_MAX:
         return _exact_p(positive, len(d))
     if len(d) <= WILCOXON_ENUMERATED_MAX:
-        return _sign_flip_p(positive, ranks, len(d) - len(nonzero))
+        return _sign_flip_p(positive, ranks)
     count = len(nonzero)
     spread = math.sqrt((count * (count + 1.0) * (2.0 * count + 1.0) - float((sizes**3 - sizes).sum()) / 2) / 24)
     z = (positive - count * (count + 1.0) * 0.25) / spread
-    return float(scipy_special().ndtr(-abs(z))) * 2
+    return normal_cdf(-abs(z)) * 2
 
 
 def _exact_p(positive: float, n: int) -> float:
@@ -78,11 +78,12 @@ def _exact_p(positive: float, n: int) -> float:
     return min(1.0, 2 * min(at_least(math.floor(positive)), at_most(math.ceil(positive))))
 
 
-def _sign_flip_p(positive: float, ranks: np.ndarray, zeros: int) -> float:
-    """2 * the smaller tail of the observed sum of positive ranks among all 2**n sign flips (zeros stay zero)."""
-    n = len(ranks) + zeros
-    flips = (np.arange(2**n)[:, None] >> np.arange(n)[::-1]) & 1  # every sign pattern, one row each
-    sums = (flips[:, zeros:] * ranks).sum(axis=1)  # a zero's sign changes nothing
+def _sign_flip_p(positive: float, ranks: np.ndarray) -> float:
+    """2 * the smaller tail of the observed sum of positive ranks among all 2**n sign flips of the nonzero
+    differences (flipping a zero changes nothing, so each of these stands for as many flips of the zeros)."""
+    n = len(ranks)
+    flips = (np.arange(2**n)[:, None] >> np.arange(n)) & 1  # every sign pattern, one row each
+    sums = (flips * ranks).sum(axis=1)
     tolerance = abs(PERMUTATION_TOLERANCE * positive)
     below = np.count_nonzero(sums <= positive + tolerance) / 2**n
     above = np.count_nonzero(sums >= positive - tolerance) / 2**n
