@@ -4,9 +4,11 @@ the agent's protocol served over a socket pair, results coming back, and bad inp
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -19,7 +21,7 @@ from conftest import REPO, run_cli
 from perflab import processes
 from perflab.errors import PerflabError
 from perflab.labs import labs
-from perflab.vm import accelerator, agent, boot, image, labrun, machine, profiles, protocol, qemu
+from perflab.vm import accelerator, agent, boot, image, labrun, machine, profiles, protocol, pvh, qemu
 
 
 def test_every_profile_loads_and_the_labs_name_real_profiles():
@@ -88,6 +90,51 @@ def test_tcg_guests_boot_without_the_mitigations_but_kvm_and_instruction_countin
     assert profiles.TCG_NO_MITIGATIONS not in appended("default", "kvm") + appended("numa2", "kvm")
     assert profiles.TCG_NO_MITIGATIONS not in appended("la57-icount", "tcg") + appended("no5lvl-icount", "tcg")
     assert appended("no5lvl", "tcg")[-1] == "no5lvl", "the profile's own words come last, so that they decide"
+    assert profiles.TCG_NO_CRYPTO_TESTS in appended("numa2", "tcg")
+    assert profiles.TCG_NO_CRYPTO_TESTS not in appended("numa2", "kvm") + appended("la57-icount", "tcg")
+
+
+def test_tcg_boots_the_uncompressed_kernel_but_la57_and_kvm_keep_the_bzimage():
+    def pvh(name: str, accel: str) -> bool:
+        return profiles.pvh_boot(profiles.load(name), accel)
+
+    assert pvh("default", "tcg") and pvh("wide", "tcg") and pvh("numa2", "tcg")
+    assert not any(pvh(name, "tcg") for name in ("la57", "no5lvl", "la57-icount", "no5lvl-icount"))
+    assert not pvh("default", "kvm")
+
+
+def _elf_with_notes(notes: bytes) -> bytes:
+    """A 64-bit ELF header, one PT_NOTE program header, and the notes."""
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 64, 0, 0, 64, 56, 1, 0,
+                                                                 0, 0)
+    program = struct.pack("<IIQQQQQQ", pvh.PT_NOTE, 4, 120, 0, 0, len(notes), len(notes), 4)
+    return header + program + notes
+
+
+def _note(name: bytes, kind: int, description: bytes) -> bytes:
+    def padded(blob: bytes) -> bytes:
+        return blob + bytes(-len(blob) % 4)
+
+    return struct.pack("<III", len(name), len(description), kind) + padded(name) + padded(description)
+
+
+def test_the_kernel_comes_out_of_its_bzimage_once_and_only_if_qemu_can_enter_it(tmp_path):
+    entry = _note(b"Xen\0", 6, b"linux\0") + _note(b"Xen\0", pvh.XEN_ELFNOTE_PHYS32_ENTRY, bytes(8))
+    kernel = _elf_with_notes(entry)
+    assert pvh.has_pvh_entry(kernel) and not pvh.has_pvh_entry(_elf_with_notes(_note(b"Xen\0", 6, b"linux\0")))
+    assert not pvh.has_pvh_entry(_elf_with_notes(_note(b"GNU\0", pvh.XEN_ELFNOTE_PHYS32_ENTRY, bytes(8))))
+    bzimage = tmp_path / "vmlinuz-standard"
+    bzimage.write_bytes(b"setup and decompressor" + lzma.compress(kernel, format=lzma.FORMAT_XZ))
+    assert pvh.uncompressed(bzimage) == tmp_path / "vmlinux-standard"
+    assert (tmp_path / "vmlinux-standard").read_bytes() == kernel
+    bzimage.write_bytes(b"changed")  # the image's files never change: once written, the copy is what boots
+    assert pvh.uncompressed(bzimage) == tmp_path / "vmlinux-standard"
+    for name, payload in (("no-entry", lzma.compress(_elf_with_notes(b""), format=lzma.FORMAT_XZ)),
+                          ("not-xz", b"\x1f\x8b\x08\x00gzip"), ("cut-short", pvh.XZ_MAGIC + b"\0\0")):
+        other = tmp_path / name / "vmlinuz-rt"
+        other.parent.mkdir()
+        other.write_bytes(b"setup" + payload)
+        assert pvh.uncompressed(other) is None and os.listdir(other.parent) == ["vmlinuz-rt"], name
 
 
 def test_la57_is_on_only_where_the_profile_asks():
@@ -529,6 +576,7 @@ FAKE_QEMU = textwrap.dedent("""
         disk="disk", folder=SimpleNamespace(name="image"), kernel=lambda name: "vmlinuz", initrd=lambda name: "initrd",
         info=lambda: {"kernels": defaultdict(str)})
     accelerator.choose_accel = lambda *facts: ("tcg", "a test", False)
+    boot.pvh_boot = lambda *args: False
     qemu.qemu_version = lambda: "QEMU (a test)"
     qemu.qemu_argv = lambda *args: ["sleep", "300"]
     booted = sys.argv[2] == "booted"

@@ -20,11 +20,12 @@ from pathlib import Path
 from .. import processes
 from ..errors import PerflabError
 from ..journal import signals_end_the_process
-from . import accelerator, qemu
+from . import accelerator, pvh, qemu
 from . import image as guest_image
 from .connection import AgentConnection, ping
 from .image import say
 from .machine import VM, vm
+from .profiles import pvh_boot
 
 KVM_TRIAL_TIMEOUT_S = 60  # a working KVM reaches the agent in seconds; a broken one crawls or dies
 KVM_FIRST_OUTPUT_S = 20  # a working KVM prints the initramfs's first line within a second or two
@@ -112,7 +113,9 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
     profile = machine.profile
     machine.clear()
     machine.exchange.mkdir(parents=True)
-    argv = qemu.qemu_argv(machine, built.disk, built.kernel(profile.kernel), built.initrd(profile.kernel), accel)
+    kernel = built.kernel(profile.kernel)
+    uncompressed = pvh.uncompressed(kernel) if pvh_boot(profile, accel) else None
+    argv = qemu.qemu_argv(machine, built.disk, uncompressed or kernel, built.initrd(profile.kernel), accel)
     started = time.monotonic()
     with (machine.folder / "qemu.err").open("w") as err:  # no death signal: `perflab vm up` lets it live on
         process = processes.start(argv, stdout=err, stderr=err, own_session=True, death_signal=False)
@@ -125,6 +128,7 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
         "topology": profile.topology(),
         "kernel": built.info()["kernels"][profile.kernel],
         "kernel_args": profile.kernel_args,
+        "kernel_entry": "PVH, uncompressed (no KASLR)" if uncompressed else "bzImage",
         "image": built.folder.name,
         "qemu": qemu.qemu_version(),
         "qemu_argv": argv,

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..errors import PerflabError
 from ..lock import exclusive
 from ..paths import REPO_ROOT
+from . import pvh
 from .profiles import KERNELS
 
 SUITE = "bookworm"
@@ -173,6 +174,7 @@ def _build_into(work: Path, log: Path, progress: bool) -> None:
         version = _kernel_version(rootfs / "boot", KERNEL_SUFFIX[flavour])
         shutil.copyfile(rootfs / "boot" / f"vmlinuz-{version}", work / f"vmlinuz-{flavour}")
         shutil.copyfile(rootfs / "boot" / f"initrd.img-{version}", work / f"initrd-{flavour}")
+        pvh.uncompressed(work / f"vmlinuz-{flavour}")  # now, not in the first boot under TCG
         kernels[flavour] = version
     (work / "kernels.json").write_text(json.dumps(kernels))
     size_mib = _tree_bytes(rootfs) * 5 // 4 // 2**20 + 512  # room for what the labs build and write in the guest

@@ -178,14 +178,29 @@ def single_thread(profile: Profile, accel: str) -> bool:
 # instructions keep them too: lab 4 counts the fault path as its recorded boots did, with the mitigations' entry
 # and exit code in it.
 TCG_NO_MITIGATIONS = "mitigations=off"
+# The kernel tests each crypto algorithm it registers, at boot and as the initramfs loads modules: 2.5 s of an
+# emulated boot here, for algorithms no lab uses.
+TCG_NO_CRYPTO_TESTS = "cryptomgr.notests"
 
 
 def kernel_args(profile: Profile, accel: str) -> list[str]:
     """The words perflab adds to the guest kernel's command line under `accel`, then the profile's own."""
     added = [TCG_SINGLE_THREAD] if single_thread(profile, accel) else []
-    if accel == "tcg" and not profile.icount:
-        added.append(TCG_NO_MITIGATIONS)
-    return added + profile.kernel_args
+    return added + (tcg_boot_args(profile) if accel == "tcg" else []) + profile.kernel_args
+
+
+def tcg_boot_args(profile: Profile) -> list[str]:
+    """What an emulated boot of the profile drops: all but the icount profiles' (lab 4 counts as it recorded)."""
+    return [] if profile.icount else [TCG_NO_MITIGATIONS, TCG_NO_CRYPTO_TESTS]
+
+
+def pvh_boot(profile: Profile, accel: str) -> bool:
+    """Whether QEMU starts the uncompressed kernel at its PVH entry (perflab.vm.pvh) rather than the bzImage.
+
+    Under TCG, yes, as that saves seconds. Skipping the decompressor skips what it does besides: it picks
+    KASLR's random offset, which no lab in these guests depends on, and it switches 5-level paging on, so la57
+    profiles keep the bzImage (the icount ones among them: lab 4 counts its faults as its recorded boots did)."""
+    return accel == "tcg" and not profile.icount and not profile.la57
 
 
 def machine_args(profile: Profile, accel: str) -> list[str]:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..errors import PerflabError
 from . import image as guest_image
-from .profiles import load, names
+from . import pvh
+from .profiles import Profile, load, names, pvh_boot, tcg_boot_args
 
 BOX_NAME = "perflab"
 
@@ -53,7 +54,16 @@ def build_box(progress: bool = True) -> Path:
         "image": built.folder.name,
         "kernels": {flavour: str(built.kernel(flavour)) for flavour in built.info()["kernels"]},
         "initrds": {flavour: str(built.initrd(flavour)) for flavour in built.info()["kernels"]},
-        "profiles": {name: asdict(load(name)) | {"cpus": load(name).cpus} for name in names()},
+        "profiles": {name: _shape(load(name), built) for name in names()},
     }
     (folder / "box.json").write_text(json.dumps(description, indent=1) + "\n")
     return box
+
+
+def _shape(profile: Profile, built: guest_image.Image) -> dict:
+    """The profile as the Vagrantfile reads it, with the kernel and the words an emulated boot uses (as
+    `perflab vm` boots it under TCG: perflab.vm.profiles.pvh_boot and tcg_boot_args)."""
+    kernel = built.kernel(profile.kernel)
+    uncompressed = pvh.uncompressed(kernel) if pvh_boot(profile, "tcg") else None
+    return asdict(profile) | {"cpus": profile.cpus, "tcg_kernel": str(uncompressed or kernel),
+                              "tcg_kernel_args": tcg_boot_args(profile)}
