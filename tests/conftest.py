@@ -94,7 +94,7 @@ def guest_image_in_background(request):
             start_new_session=True,
         )
     yield
-    if build.poll() is None:  # the session ended first (a -k run, say): stop debootstrap and apt too
+    if build.poll() is None:  # the session ended first (a -k run, say): stop mmdebstrap and apt too
         os.killpg(build.pid, signal.SIGTERM)
         build.wait()
 

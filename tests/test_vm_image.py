@@ -2,9 +2,9 @@
 points of the build, in a cache folder of its own (PERFLAB_VM_CACHE), then the next build removes the partial
 folder and says so. As root only, like the build itself.
 
-The quick test runs the build with stand-ins for debootstrap, chroot and mke2fs that mount /proc in the target
-as debootstrap does and leave a detached process writing into the partial folder; the slow one kills the
-real debootstrap and apt."""
+The quick test runs the build with stand-ins for mmdebstrap, chroot and mke2fs that mount /proc in the target
+as mmdebstrap does and leave a detached process writing into the partial folder; the slow one kills the
+real mmdebstrap and apt."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ hang() {  # what a step does when it is killed: /proc mounted in the target, a d
 }
 """
 STAND_INS = {
-    "debootstrap": """target=$3  # debootstrap --variant=minbase SUITE TARGET MIRROR
+    "mmdebstrap": """target=$4  # mmdebstrap --variant=minbase --mode=root SUITE TARGET MIRROR
 mkdir -p "$target/tmp" "$target/etc" "$target/boot" "$target/proc" "$target/sys"
 for version in 6.1.0-1-amd64 6.1.0-1-rt-amd64; do
     echo kernel > "$target/boot/vmlinuz-$version"; echo initrd > "$target/boot/initrd.img-$version"
 done
-[ "$PERFLAB_TEST_HANG" != debootstrap ] || hang "$target"
+[ "$PERFLAB_TEST_HANG" != mmdebstrap ] || hang "$target"
 """,
     "chroot": '[ "$PERFLAB_TEST_HANG" != chroot ] || hang "$1"\n',
     "mke2fs": 'echo ext4 > "$8"  # mke2fs -q -t ext4 -L perflab -d ROOTFS IMAGE SIZE\n'
@@ -157,7 +157,7 @@ def removed_the_partial(output: Path, cache: Path) -> bool:
 
 
 def test_a_killed_build_leaves_no_mount_and_no_process_and_the_next_build_removes_its_partial(tmp_path, cache):
-    """Killed in step 1 (debootstrap's /proc in the target), step 2 (the chroot) and step 4 (mke2fs), each
+    """Killed in step 1 (mmdebstrap's /proc in the target), step 2 (the chroot) and step 4 (mke2fs), each
     time with a detached process writing into the partial folder; each next build removes the partial and
     says so, and the last one, not killed, builds the image."""
     stand_ins = tmp_path / "bin"
@@ -166,7 +166,7 @@ def test_a_killed_build_leaves_no_mount_and_no_process_and_the_next_build_remove
         (stand_ins / tool).write_text(f"#!/bin/sh\nset -e\n{HANG}\n{body}")
         (stand_ins / tool).chmod(0o755)
     ready = tmp_path / "ready"
-    for number, step in enumerate(["debootstrap", "chroot", "mke2fs", None]):
+    for number, step in enumerate(["mmdebstrap", "chroot", "mke2fs", None]):
         output = tmp_path / f"build-{number}.txt"
         env = {"PATH": f"{stand_ins}:{os.environ['PATH']}", "PERFLAB_TEST_READY": str(ready),
                "PERFLAB_TEST_HANG": step or ""}
@@ -189,12 +189,13 @@ def test_a_killed_build_leaves_no_mount_and_no_process_and_the_next_build_remove
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.skipif(shutil.which("debootstrap") is None, reason="the build needs debootstrap")
+@pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="the build needs mmdebstrap")
 def test_a_real_build_killed_at_four_points_leaves_no_mount_and_no_process(tmp_path, cache):
-    """Killed while debootstrap downloads, in its second stage with /proc mounted in the target, while apt
-    runs in the provisioning chroot, and downloading again; each next build removes the partial and says so,
-    and the second and third get further than the one before was killed at. A whole real build succeeding is
-    the suite's background build (tests/conftest.py); the quick test above builds to the end after its kills."""
+    """Killed while mmdebstrap downloads, while it installs the essential packages with /proc mounted in the
+    target, while apt runs in the provisioning chroot, and downloading again; each next build removes the partial
+    and says so, and the second and third get further than the one before was killed at. A whole real build
+    succeeding is the suite's background build (tests/conftest.py); the quick test above builds to the end after
+    its kills."""
 
     def rootfs_proc_mounted() -> bool:
         targets = [str(path / "rootfs" / "proc") for path in (cache / "images").glob(".partial-*")]
@@ -206,13 +207,23 @@ def test_a_real_build_killed_at_four_points_leaves_no_mount_and_no_process(tmp_p
                 continue
         return False
 
-    def running(name: str):
-        return lambda: any(comm == name for _, _, comm in descendants(build.pid).values())
+    def running(name: str, chrooted: bool = False):
+        """A process of the build by this name; chrooted: one whose root is the rootfs (mmdebstrap runs apt-get
+        outside it, the provisioning inside)."""
+        def found() -> bool:
+            for pid, (_, _, comm) in descendants(build.pid).items():
+                try:
+                    if comm == name and (not chrooted or os.readlink(f"/proc/{pid}/root").endswith("/rootfs")):
+                        return True
+                except OSError:
+                    continue
+            return False
+        return found
 
-    points = [("debootstrap downloading (wget)", running("wget"), 120),
-              ("debootstrap's second stage (/proc mounted in the target)", rootfs_proc_mounted, 300),
-              ("provisioning (apt-get in the chroot)", running("apt-get"), 600),
-              ("debootstrap downloading again", running("wget"), 120)]
+    points = [("mmdebstrap downloading (apt's http method)", running("http"), 120),
+              ("mmdebstrap installing the essential packages (/proc mounted in the target)", rootfs_proc_mounted, 300),
+              ("provisioning (apt-get in the chroot)", running("apt-get", chrooted=True), 600),
+              ("mmdebstrap downloading again", running("http"), 120)]
     for number, (when, reached, timeout) in enumerate(points):
         output = tmp_path / f"build-{number}.txt"
         build = start_build(cache, output)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Provisions a Debian 12 guest for perflab. The same script runs in two places:
-#   - inside a chroot, when `perflab vm build` makes the guest image from debootstrap;
+#   - inside a chroot, when `perflab vm build` makes the guest image from mmdebstrap;
 #   - inside the running guest, as Vagrant's shell provisioner (vm/Vagrantfile).
 # It is idempotent: a second run installs nothing and changes nothing.
 set -eu

@@ -44,7 +44,7 @@ def cannot_boot() -> str | None:
     """Why no guest can boot here without building the image first, with how to fix it; None when one can."""
     problem = cannot_run_vms()
     if problem is None and not guest_image.current().exists():
-        problem = "the guest image is not built: run `.venv/bin/perflab vm build` (about 4 minutes, once, as root)"
+        problem = "the guest image is not built: run `.venv/bin/perflab vm build` (about 2 minutes, once, as root)"
     return problem
 
 
