@@ -118,23 +118,43 @@ def _note(name: bytes, kind: int, description: bytes) -> bytes:
     return struct.pack("<III", len(name), len(description), kind) + padded(name) + padded(description)
 
 
-def test_the_kernel_comes_out_of_its_bzimage_once_and_only_if_qemu_can_enter_it(tmp_path):
+def test_the_kernel_comes_out_of_its_bzimage_only_if_qemu_can_enter_it(tmp_path):
     entry = _note(b"Xen\0", 6, b"linux\0") + _note(b"Xen\0", pvh.XEN_ELFNOTE_PHYS32_ENTRY, bytes(8))
     kernel = _elf_with_notes(entry)
     assert pvh.has_pvh_entry(kernel) and not pvh.has_pvh_entry(_elf_with_notes(_note(b"Xen\0", 6, b"linux\0")))
     assert not pvh.has_pvh_entry(_elf_with_notes(_note(b"GNU\0", pvh.XEN_ELFNOTE_PHYS32_ENTRY, bytes(8))))
     bzimage = tmp_path / "vmlinuz-standard"
     bzimage.write_bytes(b"setup and decompressor" + lzma.compress(kernel, format=lzma.FORMAT_XZ))
-    assert pvh.uncompressed(bzimage) == tmp_path / "vmlinux-standard"
+    assert pvh.write_uncompressed(bzimage) and pvh.uncompressed(bzimage) == tmp_path / "vmlinux-standard"
     assert (tmp_path / "vmlinux-standard").read_bytes() == kernel
-    bzimage.write_bytes(b"changed")  # the image's files never change: once written, the copy is what boots
-    assert pvh.uncompressed(bzimage) == tmp_path / "vmlinux-standard"
     for name, payload in (("no-entry", lzma.compress(_elf_with_notes(b""), format=lzma.FORMAT_XZ)),
                           ("not-xz", b"\x1f\x8b\x08\x00gzip"), ("cut-short", pvh.XZ_MAGIC + b"\0\0")):
         other = tmp_path / name / "vmlinuz-rt"
         other.parent.mkdir()
         other.write_bytes(b"setup" + payload)
-        assert pvh.uncompressed(other) is None and os.listdir(other.parent) == ["vmlinuz-rt"], name
+        assert not pvh.write_uncompressed(other) and os.listdir(other.parent) == ["vmlinuz-rt"], name
+
+
+def test_a_boot_under_tcg_uses_the_uncompressed_kernel_only_where_the_image_has_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFLAB_VM_CACHE", str(tmp_path / "cache"))
+    built = image.Image(tmp_path / "image")
+    built.folder.mkdir()
+    started = []
+
+    def start(argv, **_):
+        started.append(argv)
+        raise boot.BootFailed("not started: the command line is what this test reads")
+
+    monkeypatch.setattr(boot.processes, "start", start)
+    for present in (False, True):
+        if present:
+            boot.pvh.uncompressed(built.kernel("standard")).write_bytes(b"an ELF kernel")
+        for name, accel in (("default", "tcg"), ("la57", "tcg"), ("default", "kvm")):
+            with pytest.raises(boot.BootFailed):
+                boot._boot(machine.vm(name), built, accel, "a test", 1, False, None)
+    kernels = [argv[argv.index("-kernel") + 1] for argv in started]
+    bz, elf = str(built.kernel("standard")), str(built.folder / "vmlinux-standard")
+    assert kernels == [bz, bz, bz, elf, bz, bz], kernels
 
 
 def test_la57_is_on_only_where_the_profile_asks():

@@ -114,8 +114,9 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
     machine.clear()
     machine.exchange.mkdir(parents=True)
     kernel = built.kernel(profile.kernel)
-    uncompressed = pvh.uncompressed(kernel) if pvh_boot(profile, accel) else None
-    argv = qemu.qemu_argv(machine, built.disk, uncompressed or kernel, built.initrd(profile.kernel), accel)
+    uncompressed = pvh_boot(profile, accel) and pvh.uncompressed(kernel).is_file()
+    argv = qemu.qemu_argv(machine, built.disk, pvh.uncompressed(kernel) if uncompressed else kernel,
+                          built.initrd(profile.kernel), accel)
     started = time.monotonic()
     with (machine.folder / "qemu.err").open("w") as err:  # no death signal: `perflab vm up` lets it live on
         process = processes.start(argv, stdout=err, stderr=err, own_session=True, death_signal=False)

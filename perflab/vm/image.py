@@ -171,13 +171,13 @@ def _build_into(work: Path, log: Path, progress: bool) -> None:
     )
     (rootfs / "tmp" / "provision.sh").unlink()
     (rootfs / "etc" / "resolv.conf").unlink()  # the guest has no network to resolve names on
-    say(progress, "[3/4 kernels] copying the kernels out of the image")
+    say(progress, "[3/4 kernels] copying the kernels out of the image, and uncompressed for PVH boots")
     kernels = {}
     for flavour in KERNELS:
         version = _kernel_version(rootfs / "boot", KERNEL_SUFFIX[flavour])
         shutil.copyfile(rootfs / "boot" / f"vmlinuz-{version}", work / f"vmlinuz-{flavour}")
         shutil.copyfile(rootfs / "boot" / f"initrd.img-{version}", work / f"initrd-{flavour}")
-        pvh.uncompressed(work / f"vmlinuz-{flavour}")  # now, not in the first boot under TCG
+        pvh.write_uncompressed(work / f"vmlinuz-{flavour}")
         kernels[flavour] = version
     (work / "kernels.json").write_text(json.dumps(kernels))
     size_mib = _tree_bytes(rootfs) * 5 // 4 // 2**20 + 512  # room for what the labs build and write in the guest

@@ -3,14 +3,13 @@
 Debian's kernel is a bzImage: real-mode setup code, then a decompressor, then the kernel itself compressed with
 xz. Emulated, the decompressor took 4.3 s of every boot here (QEMU's start to the kernel's first line: 4.7 s
 from the bzImage, 0.36 s from the uncompressed kernel). The uncompressed kernel is an ELF file whose Xen note
-PHYS32_ENTRY names an entry point that QEMU's `-kernel` jumps to directly (the PVH boot protocol). It is
-written once per image, beside the bzImage it came from.
+PHYS32_ENTRY names an entry point that QEMU's `-kernel` jumps to directly (the PVH boot protocol). The image
+build writes it beside the bzImage it came from; a boot uses it if it is there.
 """
 
 from __future__ import annotations
 
 import lzma
-import os
 import struct
 from pathlib import Path
 
@@ -46,27 +45,23 @@ def _has_note(notes: bytes, name: bytes, kind: int) -> bool:
     return False
 
 
-def uncompressed(bzimage: Path) -> Path | None:
-    """The kernel in `bzimage` uncompressed beside it (vmlinuz-X becomes vmlinux-X), written the first time; None
-    when it cannot be (no xz payload, no PVH entry, a folder this user may not write), so the bzImage boots."""
-    target = bzimage.with_name(bzimage.name.replace("vmlinuz", "vmlinux", 1))
-    if target.is_file():
-        return target
+def uncompressed(bzimage: Path) -> Path:
+    """Where the kernel of `bzimage` is kept uncompressed: beside it, vmlinuz-X as vmlinux-X."""
+    return bzimage.with_name(bzimage.name.replace("vmlinuz", "vmlinux", 1))
+
+
+def write_uncompressed(bzimage: Path) -> bool:
+    """Write the kernel of `bzimage` uncompressed (at `uncompressed(bzimage)`), for the image build; False when
+    it has no xz payload or no PVH entry, and its guests boot the bzImage."""
     data = bzimage.read_bytes()
     start = data.find(XZ_MAGIC)
     if start < 0:
-        return None
+        return False
     try:
         elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[start:])
     except lzma.LZMAError:
-        return None
+        return False
     if not has_pvh_entry(elf):
-        return None
-    partial = target.with_name(f".{target.name}.{os.getpid()}")  # two boots at once: each renames a whole file
-    try:
-        partial.write_bytes(elf)
-        partial.replace(target)
-    except OSError:
-        partial.unlink(missing_ok=True)
-        return None
-    return target
+        return False
+    uncompressed(bzimage).write_bytes(elf)
+    return True

@@ -64,6 +64,7 @@ def _shape(profile: Profile, built: guest_image.Image) -> dict:
     """The profile as the Vagrantfile reads it, with the kernel and the words an emulated boot uses (as
     `perflab vm` boots it under TCG: perflab.vm.profiles.pvh_boot and tcg_boot_args)."""
     kernel = built.kernel(profile.kernel)
-    uncompressed = pvh.uncompressed(kernel) if pvh_boot(profile, "tcg") else None
-    return asdict(profile) | {"cpus": profile.cpus, "tcg_kernel": str(uncompressed or kernel),
+    if pvh_boot(profile, "tcg") and pvh.uncompressed(kernel).is_file():
+        kernel = pvh.uncompressed(kernel)
+    return asdict(profile) | {"cpus": profile.cpus, "tcg_kernel": str(kernel),
                               "tcg_kernel_args": tcg_boot_args(profile)}
