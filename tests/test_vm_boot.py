@@ -1,5 +1,5 @@
 """perflab vm for real: QEMU boots the guest image built from Debian packages (built on first use,
-about four minutes, then cached) and the tests look inside. Slow: skip with -m 'not slow'."""
+about two minutes, then cached) and the tests look inside. Slow: skip with -m 'not slow'."""
 
 from __future__ import annotations
 

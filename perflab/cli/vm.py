@@ -25,8 +25,8 @@ def add_commands(commands) -> None:
     p.set_defaults(func=cmd_list)
 
     p = verbs.add_parser(
-        "build", help="build the guest image (root, about four minutes)",
-        description="Build the guest image from Debian packages (about four minutes and 2.6 GiB in .cache/vm/; "
+        "build", help="build the guest image (root, about two minutes)",
+        description="Build the guest image from Debian packages (about two minutes and 2.4 GiB in .cache/vm/; "
                     "needs root). An image already built from the same recipe is kept unless --force. The "
                     "first `perflab vm up` builds it too.",
         examples=("sudo .venv/bin/perflab vm build", "sudo .venv/bin/perflab vm build --force"))
