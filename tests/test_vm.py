@@ -128,7 +128,8 @@ def test_the_kernel_comes_out_of_its_bzimage_only_if_qemu_can_enter_it(tmp_path)
     assert pvh.write_uncompressed(bzimage) and pvh.uncompressed(bzimage) == tmp_path / "vmlinux-standard"
     assert (tmp_path / "vmlinux-standard").read_bytes() == kernel
     for name, payload in (("no-entry", lzma.compress(_elf_with_notes(b""), format=lzma.FORMAT_XZ)),
-                          ("not-xz", b"\x1f\x8b\x08\x00gzip"), ("cut-short", pvh.XZ_MAGIC + b"\0\0")):
+                          ("not-xz", b"\x1f\x8b\x08\x00gzip"), ("cut-short", pvh.XZ_MAGIC + b"\0\0"),
+                          ("elf-cut-short", lzma.compress(kernel[:80], format=lzma.FORMAT_XZ))):
         other = tmp_path / name / "vmlinuz-rt"
         other.parent.mkdir()
         other.write_bytes(b"setup" + payload)

@@ -59,9 +59,9 @@ def write_uncompressed(bzimage: Path) -> bool:
         return False
     try:
         elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[start:])
-    except lzma.LZMAError:
-        return False
-    if not has_pvh_entry(elf):
+        if not has_pvh_entry(elf):
+            return False
+    except (lzma.LZMAError, struct.error):  # not xz after all, or an ELF file cut short
         return False
     uncompressed(bzimage).write_bytes(elf)
     return True
