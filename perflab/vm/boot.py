@@ -113,10 +113,8 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
     profile = machine.profile
     machine.clear()
     machine.exchange.mkdir(parents=True)
-    kernel = built.kernel(profile.kernel)
-    uncompressed = pvh_boot(profile, accel) and pvh.uncompressed(kernel).is_file()
-    argv = qemu.qemu_argv(machine, built.disk, pvh.uncompressed(kernel) if uncompressed else kernel,
-                          built.initrd(profile.kernel), accel)
+    kernel = pvh.kernel_for(built.kernel(profile.kernel), pvh_boot(profile, accel))
+    argv = qemu.qemu_argv(machine, built.disk, kernel, built.initrd(profile.kernel), accel)
     started = time.monotonic()
     with (machine.folder / "qemu.err").open("w") as err:  # no death signal: `perflab vm up` lets it live on
         process = processes.start(argv, stdout=err, stderr=err, own_session=True, death_signal=False)
@@ -129,7 +127,7 @@ def _boot(machine: VM, built: guest_image.Image, accel: str, why: str, timeout: 
         "topology": profile.topology(),
         "kernel": built.info()["kernels"][profile.kernel],
         "kernel_args": profile.kernel_args,
-        "kernel_entry": "PVH, uncompressed (no KASLR)" if uncompressed else "bzImage",
+        "kernel_entry": "bzImage" if kernel == built.kernel(profile.kernel) else "PVH, uncompressed (no KASLR)",
         "image": built.folder.name,
         "qemu": qemu.qemu_version(),
         "qemu_argv": argv,

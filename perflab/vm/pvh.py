@@ -50,6 +50,11 @@ def uncompressed(bzimage: Path) -> Path:
     return bzimage.with_name(bzimage.name.replace("vmlinuz", "vmlinux", 1))
 
 
+def kernel_for(bzimage: Path, pvh_boot: bool) -> Path:
+    """The kernel QEMU starts: the uncompressed one where a PVH boot is wanted and the image has it."""
+    return uncompressed(bzimage) if pvh_boot and uncompressed(bzimage).is_file() else bzimage
+
+
 def write_uncompressed(bzimage: Path) -> bool:
     """Write the kernel of `bzimage` uncompressed (at `uncompressed(bzimage)`), for the image build; False when
     it has no xz payload or no PVH entry, and its guests boot the bzImage."""

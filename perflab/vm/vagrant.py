@@ -63,8 +63,6 @@ def build_box(progress: bool = True) -> Path:
 def _shape(profile: Profile, built: guest_image.Image) -> dict:
     """The profile as the Vagrantfile reads it, with the kernel and the words an emulated boot uses (as
     `perflab vm` boots it under TCG: perflab.vm.profiles.pvh_boot and tcg_boot_args)."""
-    kernel = built.kernel(profile.kernel)
-    if pvh_boot(profile, "tcg") and pvh.uncompressed(kernel).is_file():
-        kernel = pvh.uncompressed(kernel)
+    kernel = pvh.kernel_for(built.kernel(profile.kernel), pvh_boot(profile, "tcg"))
     return asdict(profile) | {"cpus": profile.cpus, "tcg_kernel": str(kernel),
                               "tcg_kernel_args": tcg_boot_args(profile)}
