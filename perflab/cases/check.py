@@ -48,13 +48,14 @@ def was_busy(report: Report) -> bool:
     return any(BUSY in check.got for check in report.checks)
 
 
-def author_problems(seeds: tuple[int, ...] = AUTHOR_SEEDS) -> list[str]:
+def author_problems(trials: dict[int, Trial] | None = None) -> list[str]:
+    """Every problem of the author seeds, one line each; `trials` are their trials by seed, when a caller has them."""
+    trials = trials if trials is not None else {seed: trial(seed) for seed in AUTHOR_SEEDS}
     problems = []
-    planted = {cause.name for seed in seeds for cause in draw(seed, eligible(2))}
+    planted = {cause.name for seed in trials for cause in draw(seed, eligible(2))}
     problems += [f"cases: no author seed plants {c.name}: add one to AUTHOR_SEEDS" for c in CAUSES
                  if c.name not in planted]
-    for seed in seeds:
-        done = trial(seed)
+    for done in trials.values():
         if done.untouched.status != FAILED:
             problems.append(f"{done.case.name}: the untouched case does not fail ({done.untouched.status})")
         if done.fixed[-1].status == FAILED:

@@ -172,7 +172,8 @@ class FirstCoreIpi(Lab):
               Bound("time per 4 KiB read (ns)", 500, NO_LIMIT, "each goes to the disk and back on an interrupt",
                     read_times))
 
-    RUNS = ("max_rounds", "block_rounds")  # part 1's race is capped, part 2 runs that many rounds
+    # Part 1's race is capped at that many rounds; parts 2 and 3 run that many.
+    RUNS = ("max_rounds", "block_rounds", "noise_rounds")
 
     def settings_for(self, quick: bool, runs: int | None = None) -> Settings:
         """As every lab's, but part 2's confidence interval needs two rounds."""
