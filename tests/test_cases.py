@@ -11,7 +11,7 @@ import pytest
 from perflab.cases import causes
 from perflab.cases.build import build, run
 from perflab.cases.case import QUICK_REQUESTS, find_case, new_case
-from perflab.cases.check import AUTHOR_SEEDS, author_problems, trial, was_busy
+from perflab.cases.check import author_problems, author_trials, was_busy
 from perflab.cases.diagnosis import read_diagnosis, read_start
 from perflab.cases.grade import GENUINE, _unexplained, grade_case
 from perflab.cases.hints import METHOD, all_hints
@@ -131,14 +131,14 @@ def test_the_untouched_case_fails_without_a_race_and_opens_the_second_hint():
 
 
 @pytest.fixture(scope="module")
-def author_trials():
+def seed_trials():
     """The author seeds' trials, as the author check grades them: its test and the generator's fix's share them."""
     with check_environment():
-        return {seed: trial(seed) for seed in AUTHOR_SEEDS}
+        return author_trials()
 
 
-def test_the_generators_own_fix_passes_with_every_cause_credited_by_measurement(author_trials):
-    case, report = author_trials[7].case, author_trials[7].fixed[-1]
+def test_the_generators_own_fix_passes_with_every_cause_credited_by_measurement(seed_trials):
+    case, report = seed_trials[7].case, seed_trials[7].fixed[-1]
     checks = {c.name: c for c in report.checks}
     if was_busy(report):  # graded again, as _grade does; the trial's folder is gone, so in a case made anew
         case = new_case(7, say=lambda _: None)
@@ -266,6 +266,6 @@ def test_the_wall_clocks_bar_is_what_it_shows_of_the_previous_releases_own_fix()
     assert why and "shows 30% of their stages' saving" in why, why
 
 
-def test_the_author_seeds_plant_every_cause_their_fix_passes_and_the_untouched_case_fails(author_trials):
+def test_the_author_seeds_plant_every_cause_their_fix_passes_and_the_untouched_case_fails(seed_trials):
     """The cases' part of the author check (`perflab exercises check`), as it grades them."""
-    assert author_problems(author_trials) == []
+    assert author_problems(seed_trials) == []

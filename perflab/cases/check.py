@@ -48,9 +48,14 @@ def was_busy(report: Report) -> bool:
     return any(BUSY in check.got for check in report.checks)
 
 
+def author_trials() -> dict[int, Trial]:
+    """The trial of every author seed, by seed."""
+    return {seed: trial(seed) for seed in AUTHOR_SEEDS}
+
+
 def author_problems(trials: dict[int, Trial] | None = None) -> list[str]:
-    """Every problem of the author seeds, one line each; `trials` are their trials by seed, when a caller has them."""
-    trials = trials if trials is not None else {seed: trial(seed) for seed in AUTHOR_SEEDS}
+    """Every problem of the author seeds, one line each; `trials` are author_trials(), when a caller has them."""
+    trials = trials if trials is not None else author_trials()
     problems = []
     planted = {cause.name for seed in trials for cause in draw(seed, eligible(2))}
     problems += [f"cases: no author seed plants {c.name}: add one to AUTHOR_SEEDS" for c in CAUSES
