@@ -3,6 +3,7 @@ the agent's protocol served over a socket pair, results coming back, and bad inp
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import lzma
 import os
@@ -14,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -212,6 +214,19 @@ def test_qemu_gets_no_network_and_a_read_only_project_tree(tmp_path):
     assert "security_model=none,readonly=on" in text and "snapshot=on" in text
     assert "null-co" not in text and "null-co" in " ".join(
         qemu.qemu_argv(machine.vm("numa2"), tmp_path / "d", tmp_path / "k", tmp_path / "i", "tcg"))
+
+
+def test_the_shared_tree_is_compiled_so_no_guest_compiles_it_under_emulation(tmp_path, monkeypatch):
+    module = tmp_path / "perflab" / "labs" / "lab.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("ANSWER = 42\n")
+    monkeypatch.setattr(qemu, "REPO_ROOT", tmp_path)
+    qemu.compile_the_share()
+    compiled = Path(importlib.util.cache_from_source(str(module)))
+    assert compiled.exists()  # beside its source, where a guest's python3 (PYTHONDONTWRITEBYTECODE) looks
+    before = compiled.stat().st_mtime_ns
+    qemu.compile_the_share()
+    assert compiled.stat().st_mtime_ns == before, "a current file is not compiled again"
 
 
 def test_line_reader_reassembles_split_messages_and_skips_noise():

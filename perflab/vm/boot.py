@@ -64,6 +64,7 @@ def _boot_as_chosen(machine: VM, progress: bool, stop: threading.Event | None) -
     name = machine.profile.name
     machine.clear()
     built = guest_image.ensure(progress=progress)
+    qemu.compile_the_share()
     forced = os.environ.get("PERFLAB_VM_ACCEL")
     if forced not in (None, "", "kvm", "tcg"):
         raise PerflabError(f"PERFLAB_VM_ACCEL={forced} is not kvm or tcg; unset it to let perflab choose")
