@@ -36,7 +36,10 @@ deps:
 test-deps:
 	@deps/install-debian deps/debian-test.txt
 
+# perflab itself too (an editable install, which uv does not compile), each time: only what changed is compiled
+# again, in a fraction of a second; a learner's process or a guest's, which may not write here, then reads it.
 python: $(VENV)/.synced
+	$(VENV)/bin/python -m compileall -q perflab
 
 $(UV):
 	python3 -m venv $(TOOLS)/uv
