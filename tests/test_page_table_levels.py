@@ -37,6 +37,8 @@ from perflab.labs.page_table_levels.faults import (
 )
 from perflab.labs.page_table_levels.figures import histogram_figure
 from perflab.labs.page_table_levels.guests import (
+    GIVEN_BINARY,
+    GUEST_BINARY,
     HIGH_MARK,
     PROFILES,
     TRACE_MARK,
@@ -124,6 +126,7 @@ def test_the_guest_output_gives_its_paging_levels_and_samples():
 
 def test_the_rounds_hinted_high_and_the_histogram_come_after_the_measured_rounds():
     script = guest_script(TINY, histogram=True, high=True)
+    assert script.startswith(f"cp {GIVEN_BINARY} {GUEST_BINARY} && ") and "make" not in script, "built on the host"
     assert script.index("-m file") < script.index(HIGH_MARK) < script.index(" -H") < script.index(TRACE_MARK)
     assert HIGH_MARK not in guest_script(TINY) and TRACE_MARK not in guest_script(TINY, high=True)
     sample = '{"type":"sample","mode":"anon","pages":4,"minflt":4,"elapsed_ns":%d,"high":%s}\n'
@@ -387,7 +390,7 @@ def test_when_one_debian_guest_fails_the_other_stops_at_once(monkeypatch):
 
     stopped = []
 
-    def boot_and_measure(levels, settings, histogram, high, stop):
+    def boot_and_measure(levels, settings, program, histogram, high, stop):
         if levels == 4:
             time.sleep(0.2)
             raise PerflabError("no5lvl-icount did not boot within 300 s (TCG)")

@@ -2,9 +2,9 @@
 
 Two kinds of guest count the same fault program (labs/04-page-table-levels/faults.c) under the same emulated
 CPU and clock (the icount profiles):
-- the Debian guest (the full run): the course's guest image with its agent, which builds the program under
-  emulation, measures, then faults in a mapping hinted above 2^47 and times handle_mm_fault with funclatency;
-  both modes at once;
+- the Debian guest (the full run): the course's guest image with its agent, which runs the program (the static
+  build the quick guests run, given through the VM's exchange folder), then faults in a mapping hinted above
+  2^47 and times handle_mm_fault with funclatency; both modes at once;
 - the minimal guest (the quick run, minimal.py): the same kernel with an initramfs of init and a static build
   of the program, booted with nokaslr, both modes at once.
 Both print the kernel's VmallocTotal line, the program's JSON lines and the same marks, read by read_boot.
@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from ...build import ensure_built
 from ...errors import PerflabError
 from ...journal import signals_end_the_process
 from ...probe import paging_levels_of
@@ -26,6 +28,10 @@ from .. import CannotShow
 from .faults import MODES, SOURCE_DIR, Settings, faults_argv, parse_histogram
 
 PROFILES = {5: "la57-icount", 4: "no5lvl-icount"}  # paging levels -> the VM profile that boots with them
+# Built static on the host, as for the quick guests: compiled in the guest, it took each boot seconds of emulation
+# (and a dynamic build would have to match the guest's libc). Given through the exchange folder, run from tmpfs,
+# where the guest's own build used to be, so that its pages come from memory, not over 9p.
+GIVEN_BINARY, GUEST_BINARY = "/exchange/faults", "/tmp/faults"
 TRACED = "handle_mm_fault"
 TRACE_MARK = f"== funclatency {TRACED}"
 HIGH_MARK = "== faults -H"  # init.c prints it too
@@ -41,14 +47,13 @@ def check_vm_ready() -> None:
 
 
 def guest_script(settings: Settings, histogram: bool = False, high: bool = False) -> str:
-    """Build the program in the guest, say the paging mode, measure both modes; then, if asked, the rounds
-    hinted above 2^47 and the histogram, each after its mark, so the measured rounds stay free of both."""
-    binary = f"build/{Path(SOURCE_DIR).name}/faults"
-    runs = " && ".join(" ".join(faults_argv(binary, mode, settings)) for mode in MODES)
-    script = f"make -s -C {SOURCE_DIR} && grep VmallocTotal /proc/meminfo && {runs}"
+    """Say the paging mode, measure both modes with the program in the exchange folder; then, if asked, the
+    rounds hinted above 2^47 and the histogram, each after its mark, so the measured rounds stay free of both."""
+    runs = " && ".join(" ".join(faults_argv(GUEST_BINARY, mode, settings)) for mode in MODES)
+    script = f"cp {GIVEN_BINARY} {GUEST_BINARY} && grep VmallocTotal /proc/meminfo && {runs}"
     if high:
-        script += f" && echo '{HIGH_MARK}' && {' '.join(faults_argv(binary, 'anon', settings))} -H"
-    return f"{script} && {histogram_script(binary, settings)}" if histogram else script
+        script += f" && echo '{HIGH_MARK}' && {' '.join(faults_argv(GUEST_BINARY, 'anon', settings))} -H"
+    return f"{script} && {histogram_script(GUEST_BINARY, settings)}" if histogram else script
 
 
 # ANCHOR: histogram_script
@@ -116,10 +121,11 @@ def boot_both(settings: Settings, histogram: bool = False, high: bool = False) -
     from ...vm import image as guest_image
 
     guest_image.ensure(progress=False)  # here, not in both threads at once
+    program = static_build()  # likewise: two makes of one file at once would race
     stop = threading.Event()
     # SIGTERM too sets `stop`: the threads' sessions stop their VMs, which only the main thread hears of.
     with signals_end_the_process(), ThreadPoolExecutor(len(PROFILES), thread_name_prefix="perflab-guest") as pool:
-        booting = {levels: pool.submit(boot_and_measure, levels, settings, histogram, high, stop)
+        booting = {levels: pool.submit(boot_and_measure, levels, settings, program, histogram, high, stop)
                    for levels in PROFILES}
         try:
             for boot in wait(booting.values(), return_when=FIRST_EXCEPTION).done:
@@ -129,10 +135,15 @@ def boot_both(settings: Settings, histogram: bool = False, high: bool = False) -
             stop.set()
 
 
-def boot_and_measure(levels: int, settings: Settings, histogram: bool = False, high: bool = False,
+def static_build() -> Path:
+    """The fault program built static (labs/04-page-table-levels: `make guest`), which both kinds of guest run."""
+    return ensure_built(SOURCE_DIR, "guest/faults", target="guest")
+
+
+def boot_and_measure(levels: int, settings: Settings, program: Path, histogram: bool = False, high: bool = False,
                      stop: threading.Event | None = None) -> dict[str, Any]:
-    """Boot the Debian guest of the profile for `levels`, measure, stop the VM: the boot, read. stop: set by
-    another thread, it ends the boot or the measurement at once."""
+    """Boot the Debian guest of the profile for `levels`, measure with `program` (static_build), stop the VM:
+    the boot, read. stop: set by another thread, it ends the boot or the measurement at once."""
     from ...vm.boot import session
     from ...vm.commands import execute
     from ...vm.labrun import vm_block
@@ -140,6 +151,7 @@ def boot_and_measure(levels: int, settings: Settings, histogram: bool = False, h
     profile = PROFILES[levels]
     out, err = io.BytesIO(), io.BytesIO()
     with session(profile, progress=False, stop=stop) as machine:
+        shutil.copy(program, machine.exchange / Path(GIVEN_BINARY).name)
         code = execute(machine, ["sh", "-c", guest_script(settings, histogram, high)], stdout=out, stderr=err,
                        stop=stop)
         vm = vm_block(machine.info())

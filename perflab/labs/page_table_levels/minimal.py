@@ -1,15 +1,13 @@
 """Lab 4's quick guests: the guest image's own kernel with an initramfs of two static programs, both modes at once.
 
-A quick run needs one number per paging mode, the instructions of one anonymous fault. The Debian guest of
-the full run spends most of its minute and a half per boot on its userspace, the agent and compiling the
-fault program under emulation. Here the kernel starts labs/04-page-table-levels/init.c as PID 1 from a cpio of
-its own; init runs the fault program, prints to the serial console and powers the VM off. The CPU, memory
-and clock are the icount profiles' (la57-icount, no5lvl-icount). Under -icount the guest's clock counts
-instructions, so a guest counts the same whether or not another runs beside it: both modes boot at once, on
-the host's CPUs. `nokaslr` and `norandmaps`: every boot of a mode lays out the kernel and the program's
-mappings the same way, so its boots count alike (here to 0.03 instructions a fault; with either layout
-random, boots differed by up to 18, more than the fifth level's cost). The full run keeps both random, as
-real machines boot.
+A quick run needs one number per paging mode, the instructions of one anonymous fault. The Debian guest of the full
+run spends most of its boot on its userspace and the agent. Here the kernel starts labs/04-page-table-levels/init.c
+as PID 1 from a cpio of its own; init runs the fault program, prints to the serial console and powers the VM off.
+The CPU, memory and clock are the icount profiles' (la57-icount, no5lvl-icount). Under -icount the guest's clock
+counts instructions, so a guest counts the same whether or not another runs beside it: both modes boot at once, on
+the host's CPUs. `nokaslr` and `norandmaps`: every boot of a mode lays out the kernel and the program's mappings
+the same way, so its boots count alike (here to 0.03 instructions a fault; with either layout random, boots
+differed by up to 18, more than the fifth level's cost). The full run keeps both random, as real machines boot.
 """
 
 from __future__ import annotations
@@ -24,15 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ... import processes
-from ...build import ensure_built
 from ...errors import PerflabError
 from ...journal import signals_end_the_process
 from ...paths import scratch
 from ...vm import image as guest_image
 from ...vm.profiles import Profile, load, machine_args
 from ...vm.qemu import bare
-from .faults import SOURCE_DIR, Settings
-from .guests import PROFILES, read_boot
+from .faults import Settings
+from .guests import PROFILES, read_boot, static_build
 
 KERNEL_ARGS = ["console=ttyS0", "quiet", "loglevel=1", "panic=-1", "nokaslr", "norandmaps", "rdinit=/init"]
 BOOT_TIMEOUT_S = 180  # about 15 s here under TCG; a host busy with other work is slower, a hung guest never ends
@@ -57,7 +54,7 @@ def newc(entries: list[tuple[str, int, bytes, int]]) -> bytes:
 
 def initramfs(folder: Path) -> Path:
     """The guests' initramfs, written in `folder`: init and faults (built static here), and the folders they use."""
-    built = ensure_built(SOURCE_DIR, "guest/init", target="guest").parent  # static builds: libc6-dev's libc.a
+    built = static_build().parent  # init beside faults, static too: libc6-dev's libc.a
     directory, program = stat.S_IFDIR | 0o755, stat.S_IFREG | 0o755
     entries = [("dev", directory, b"", 0), ("dev/console", stat.S_IFCHR | 0o600, b"", os.makedev(5, 1)),
                ("proc", directory, b"", 0), ("tmp", stat.S_IFDIR | 0o1777, b"", 0),

@@ -64,7 +64,7 @@ def measure_in_vms(settings: Settings, progress: bool) -> dict[str, Any]:
     plan = Plan(settings.rounds_per_look, settings.max_rounds, settings.budget_s)
     raced = race(list(ARMS), one_round, lambda values, alpha: decide(values, alpha)[0] in DECIDED, plan,
                  control="4-level", progress=progress,
-                 desc=f"rounds: a boot of la57 and of no5lvl, ~{15 if settings.minimal_guests else 60} s")
+                 desc=f"rounds: a boot of la57 and of no5lvl, ~{15 if settings.minimal_guests else 30} s")
     histograms = {str(b["paging_levels"]): b.pop(TRACED) for b in boots if TRACED in b}
     # Set beside the boot's last anonymous round below 2^47, not its cheapest: by the end of a boot the kernel
     # has usually moved to the state in which every fault costs about 8 instructions more (see boot_cost).
