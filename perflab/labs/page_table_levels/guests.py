@@ -28,9 +28,9 @@ from .. import CannotShow
 from .faults import MODES, SOURCE_DIR, Settings, faults_argv, parse_histogram
 
 PROFILES = {5: "la57-icount", 4: "no5lvl-icount"}  # paging levels -> the VM profile that boots with them
-# Built static on the host, as for the quick guests: compiled in the guest, it took each boot seconds of emulation
-# (and a dynamic build would have to match the guest's libc). Given through the exchange folder, run from tmpfs,
-# where the guest's own build used to be, so that its pages come from memory, not over 9p.
+# Built static on the host, as for the quick guests: compiled in the guest, it cost every round about 5 s of
+# emulation here (and a dynamic build would have to match the guest's libc). Given through the exchange folder,
+# run from tmpfs, where the guest's own build used to be, so that its pages come from memory, not over 9p.
 GIVEN_BINARY, GUEST_BINARY = "/exchange/faults", "/tmp/faults"
 TRACED = "handle_mm_fault"
 TRACE_MARK = f"== funclatency {TRACED}"
