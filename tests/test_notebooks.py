@@ -12,6 +12,7 @@ from nbclient import NotebookClient
 
 from conftest import REPO, RUNS_FOR_PLUMBING, without_guest_image
 from perflab import workspace
+from perflab.grading.kernel import kernel_config
 
 # Whole lab runs, one after another on one worker, as the measurement lock has them outside the tests: their
 # runs change the same knobs (tracefs, rq_affinity), and a killed run's restore must not meet another live run.
@@ -31,8 +32,9 @@ def test_lab_notebook_runs_in_quick_mode(path, monkeypatch, tmp_path):
     workspace.prepare()
     mine = workspace.lab_notebook(str(path.parent.relative_to(REPO)))
     notebook = nbformat.read(mine, as_version=4)
-    NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(mine.parent)}}
+    NotebookClient(  # the grader's kernel set-up: its client cannot miss a reply for ten minutes
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(mine.parent)}},
+        config=kernel_config(str(tmp_path)),
     ).execute()
     nbformat.write(notebook, mine)  # saved with its outputs, as JupyterLab would
     assert _git_status() == git_before, "running the learner's copy changed files git tracks"
