@@ -196,9 +196,15 @@ def test_lab_4s_vms_die_with_its_kill_9(point, tmp_path, guest_image):
     _check("page-table-levels", point, dict(os.environ), tmp_path)
 
 
-def test_nothing_of_a_case_grade_outlives_its_kill_9(tmp_path):
+def test_nothing_of_a_case_grade_outlives_its_kill_9(tmp_path, monkeypatch):
     """Killed in its race, at the third run of the learner's build: no sessiond is left."""
-    env = {**os.environ, "PERFLAB_WORKSPACE": str(tmp_path / "work"), "PERFLAB_PROGRESS": str(tmp_path / "p.txt")}
+    # A temporary folder of its own: any perflab process's scratch folder sweeps the killed grade's folder, and the
+    # other worker's gradings once did so before this test looked for it.
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    env = {**os.environ, "PERFLAB_WORKSPACE": str(tmp_path / "work"), "PERFLAB_PROGRESS": str(tmp_path / "p.txt"),
+           "TMPDIR": str(private)}
     setup = ("from perflab.cases.case import new_case\nfrom perflab.cases.reveal import solve\n"
              "solve(new_case(7, say=lambda _: None))")
     subprocess.run([sys.executable, "-c", setup], cwd=REPO, env=env, check=True)
@@ -206,6 +212,6 @@ def test_nothing_of_a_case_grade_outlives_its_kill_9(tmp_path):
                             verb=("grade", "{lab}", "--no-record"))
     assert _left_after(tree, groups, 2.0) == [], "left running after kill -9 of a case's grade"
     killed = next(iter(tree))  # the grade's own process: its build folder outlived it, until the next grade's sweep
-    assert list(Path(tempfile.gettempdir()).glob(f"perflab-case-grade-{killed}-*"))
+    assert list(private.glob(f"perflab-case-grade-{killed}-*"))
     with scratch("grade"):
-        assert not list(Path(tempfile.gettempdir()).glob(f"perflab-case-grade-{killed}-*"))
+        assert not list(private.glob(f"perflab-case-grade-{killed}-*"))
