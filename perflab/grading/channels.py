@@ -1,11 +1,11 @@
 """A kernel client whose replies cannot go unseen for long: nbclient waits on them in one-second looks.
 
 nbclient waits for a cell's reply with one poll of the shell socket, as long as the cell's whole timeout. Once, in
-a test run here, that poll missed the reply's wake-up: the kernel was idle at 5% CPU for ten minutes, and the cells
-went on only when the test's own timeout ran the event loop again. pyzmq's asyncio poll looks at the socket's
-pending messages each time it starts, so a wait made of one-second polls sees a missed reply within a second.
-Loaded by its dotted name (kernel.kernel_config), so a notebook that only imports a lab's checks never imports
-jupyter_client.
+a test run here, that poll missed the reply's wake-up: the cell had long finished, the machine stood at 5% CPU, and
+the notebook went on only after the test's 600 s timeout, when the next test ran the event loop again. pyzmq's
+asyncio poll looks at the socket's pending messages each time it starts, so a wait made of one-second polls sees a
+missed reply within a second. Loaded by its dotted name (kernel.kernel_config), so a notebook that only imports a
+lab's checks never imports jupyter_client.
 """
 
 from __future__ import annotations
