@@ -23,6 +23,7 @@ from conftest import REPO, run_cli
 from perflab import processes
 from perflab.errors import PerflabError
 from perflab.labs import labs
+from perflab.sysfs import SysRoot
 from perflab.vm import accelerator, agent, boot, image, labrun, machine, profiles, protocol, pvh, qemu
 
 
@@ -203,6 +204,18 @@ def test_choose_accel_covers_every_reason():
         False,
     )
     assert accelerator.choose_accel(la57, None, True, None, forced="tcg") == ("tcg", "PERFLAB_VM_ACCEL=tcg", False)
+
+
+@pytest.mark.parametrize("loaded, pvm", [({"kvm", "kvm_pvm"}, True), ({"kvm", "kvm_intel"}, False),
+                                         ({"kvm", "kvm_amd", "kvm_pvm"}, False)])
+def test_a_pvm_only_kvm_is_known_without_a_trial(tmp_path, loaded, pvm):
+    for module in loaded:
+        (tmp_path / "sys" / "module" / module).mkdir(parents=True)
+    problem = accelerator.kvm_problem(SysRoot(tmp_path))
+    assert (problem is not None and "PVM" in problem) == pvm, problem
+    if pvm:
+        accel, why, trial = accelerator.choose_accel(profiles.load("default"), problem, False, None)
+        assert (accel, trial) == ("tcg", False) and "kvm_pvm" in why
 
 
 def test_qemu_gets_no_network_and_a_read_only_project_tree(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import PerflabError
 from ..probe import cpuinfo
-from ..sysfs import default_root
+from ..sysfs import SysRoot, default_root
 from . import image as guest_image
 from .profiles import Profile
 from .qemu import qemu_version
@@ -53,7 +53,14 @@ def choose_accel(profile: Profile, kvm_problem: str | None, host_la57: bool, tri
 # ANCHOR_END: choose_accel
 
 
-def kvm_problem() -> str | None:
+def kvm_problem(root: SysRoot | None = None) -> str | None:
+    """Why KVM cannot boot the guest image here, where that is known without trying; None if it may."""
+    modules = set((root or default_root()).listdir("/sys/module"))
+    # PVM runs guests without hardware virtualisation (in a cloud VM without nested virtualisation), but only
+    # kernels built as PVM guests: the image's Debian kernels print nothing, and a trial would wait 20 s to see it.
+    if "kvm_pvm" in modules and not modules & {"kvm_intel", "kvm_amd"}:
+        return ("this host's KVM is PVM (the kvm_pvm module), which boots only kernels built to be PVM guests, and "
+                "the guest image's Debian kernels are not")
     if not Path("/dev/kvm").exists():
         return "/dev/kvm does not exist (no hardware virtualisation, or the kvm module is not loaded)"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
