@@ -3,19 +3,26 @@ then the live ones alone. Each check runs pytest on a small module, as a develop
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 from conftest import REPO
 
+SUITE_TIME = REPO / "benchmarks" / "suite_time.py"
+
+
+def own_env() -> dict[str, str]:
+    """This environment, less this session's options (PYTEST_ADDOPTS) and its xdist worker's name."""
+    return {name: value for name, value in os.environ.items()
+            if name != "PYTEST_ADDOPTS" and not name.startswith("PYTEST_XDIST")}
+
 
 def pytest_run(*args: str) -> subprocess.CompletedProcess:
-    """A pytest of its own: not this session's options (PYTEST_ADDOPTS) nor its xdist worker's name."""
-    env = {name: value for name, value in os.environ.items()
-           if name != "PYTEST_ADDOPTS" and not name.startswith("PYTEST_XDIST")}
+    """A pytest of its own."""
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=300)
+                          text=True, cwd=REPO, env=own_env(), timeout=300)
 
 
 def collected(*args: str) -> set[str]:
@@ -44,3 +51,27 @@ def test_a_phase_with_nothing_to_run_passes():
     """`make test PYTEST_ARGS=tests/test_stats.py`: no live test there, and the live phase is not a failure."""
     done = pytest_run("--phase", "live", "-q", "tests/test_stats.py")
     assert done.returncode == 0 and "deselected" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_suite_time_benchmark_records_every_test_of_the_phase_it_ran(tmp_path):
+    """benchmarks/suite_time.py, on one small module: a record per test with its worker, the phase's machine shares,
+    the JSON it saves; and its bad input, one line and exit 2, saving nothing."""
+    env = {**own_env(), "PERFLAB_RESULTS": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(SUITE_TIME), "--phase", "parallel", "--json", "--",
+                           "-p", "no:cacheprovider", "tests/test_cpuid.py"], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["version"] == 1 and record["machine"] and [p["phase"] for p in record["phases"]] == ["parallel"]
+    assert record["tests"] and all(t["test"].startswith("tests/test_cpuid.py::") for t in record["tests"])
+    assert {t["worker"] for t in record["tests"]} <= {"gw0", "gw1"} and all(t["wall_s"] >= 0 for t in record["tests"])
+    assert len(record["tests"]) == len(collected("tests/test_cpuid.py"))
+    shares = record["phases"][0]["machine"]
+    assert set(shares) == {"busy", "idle", "steal"} and abs(sum(shares.values()) - 1) < 1e-9
+    saved = list((tmp_path / "benchmarks").glob("suite-time-*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text()) == record
+    for bad in (["--top", "0"], ["--phase", "both-at-once"], ["--help"]):
+        refused = subprocess.run([sys.executable, str(SUITE_TIME), *bad], capture_output=True, text=True, cwd=REPO,
+                                 env={**env, "PERFLAB_RESULTS": str(tmp_path / "untouched")}, timeout=60)
+        assert (refused.returncode, refused.stderr.count("\n")) == ((0, 0) if bad == ["--help"] else (2, 1)), bad
+    assert not (tmp_path / "untouched").exists(), "bad input or --help ran or saved something"
