@@ -18,7 +18,7 @@ guests) is in the machine's busy share, not in the test's.
 
 The tables go to stdout (or --json); the records are saved as JSON under
 results/benchmarks/ with the commit and the probe's summary of the machine.
-This is a benchmark, not a test: the whole suite takes 15 to 20 minutes here.
+This is a benchmark, not a test: the whole suite takes 14 to 20 minutes here.
 
 examples:
   .venv/bin/python benchmarks/suite_time.py
@@ -35,7 +35,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -153,7 +152,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from perflab.cli import Parser
     from perflab.formatting import table
-    from perflab.paths import results_dir
+    from perflab.paths import results_dir, scratch
     from perflab.probe import probe
     from perflab.results import write_atomic
 
@@ -167,7 +166,7 @@ def main() -> int:
     if args.top < 1:
         parser.error("--top must be at least 1")
     phases, tests = [], []
-    with tempfile.TemporaryDirectory(prefix="perflab-suite-time-") as folder:
+    with scratch("suite-time") as folder:  # a folder a kill -9 leaves is removed by the next perflab run
         for phase in PHASES if args.phase == "both" else [args.phase]:
             records = Path(folder) / f"{phase}.jsonl"
             records.touch()
