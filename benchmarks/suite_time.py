@@ -6,8 +6,9 @@ usage: .venv/bin/python benchmarks/suite_time.py [--phase both|parallel|live] [-
 a time (pytest-xdist), then the live tests alone, since each measures this
 machine. This runs the same two pytest commands and records, for every test,
 its wall time and the CPU time of its worker and of the processes it waited
-for; and, for each phase, how busy the whole machine was (/proc/stat, once a
-second), including the steal time: what the host took from this guest's vCPUs.
+for; and, for each phase, how busy the whole machine was (/proc/stat, over the
+phase and minute by minute), including the steal time: what the host took from
+this guest's vCPUs.
 
 What it tells: a phase whose CPUs are busy nearly all the time is bound by its
 work (only less work makes it faster, not more workers); a phase with idle
@@ -43,6 +44,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = "SUITE_TIME_RECORDS"  # the file each pytest process appends its tests' records to
+# The Makefile's `test` target runs these two pytest commands, in this order.
 PHASES = {"parallel": ["--phase", "parallel", "-n", "2", "--dist", "loadgroup"], "live": ["--phase", "live"]}
 
 
@@ -60,9 +62,9 @@ def pytest_runtest_protocol(item, nextitem):
         return
     began, own, waited = time.monotonic(), _cpu_seconds(resource.RUSAGE_SELF), _cpu_seconds(resource.RUSAGE_CHILDREN)
     yield
-    group = item.get_closest_marker("xdist_group")
-    record = {"test": item.nodeid, "group": (group.args[0] if group and group.args else group.kwargs.get("name"))
-              if group else None, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+    group = item.get_closest_marker("xdist_group")  # tests/conftest.py names each group as its one argument
+    record = {"test": item.nodeid, "group": group.args[0] if group else None,
+              "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
               "wall_s": time.monotonic() - began, "cpu_s": _cpu_seconds(resource.RUSAGE_SELF) - own,
               "children_cpu_s": _cpu_seconds(resource.RUSAGE_CHILDREN) - waited}
     with open(os.environ[RECORDS], "a") as out:  # one short write with O_APPEND: workers' lines never interleave
@@ -173,10 +175,10 @@ def main() -> int:
             phases.append(run_phase(phase, args.pytest_args, records))
             tests += [{"phase": phase, **json.loads(line)} for line in records.read_text().splitlines()]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    record = {"version": 1, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "commit": commit.stdout.strip() or None, "cpus": os.cpu_count(), "machine": probe().summary(),
-              "phases": phases, "tests": tests}
-    out = results_dir() / "benchmarks" / f"suite-time-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}.json"
+    now = dt.datetime.now(dt.timezone.utc)
+    record = {"version": 1, "created": now.isoformat(timespec="seconds"), "commit": commit.stdout.strip() or None,
+              "machine": probe().summary(), "phases": phases, "tests": tests}
+    out = results_dir() / "benchmarks" / f"suite-time-{now:%Y%m%dT%H%M%SZ}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(record, indent=1) + "\n")
     if args.json:
