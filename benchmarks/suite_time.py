@@ -2,8 +2,8 @@
 
 usage: .venv/bin/python benchmarks/suite_time.py [--phase both|parallel|live] [--top N] [--json] [-- PYTEST_ARGS]
 
-`make test` runs the suite in two phases: the tests that time nothing, two at
-a time (pytest-xdist), then the live tests alone, since each measures this
+`make test` runs the suite in two phases: the tests that time nothing, side
+by side (pytest-xdist), then the live tests alone, since each measures this
 machine. This runs the same two pytest commands and records, for every test,
 its wall time and the CPU time of its worker and of the processes it waited
 for; and, for each phase, how busy the whole machine was (/proc/stat, over the
@@ -45,7 +45,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = "SUITE_TIME_RECORDS"  # the file each pytest process appends its tests' records to
 # The Makefile's `test` target runs these two pytest commands, in this order.
-PHASES = {"parallel": ["--phase", "parallel", "-n", "2", "--dist", "loadgroup"], "live": ["--phase", "live"]}
+PHASES = {"parallel": ["--phase", "parallel", "-n", "3", "--dist", "loadgroup"], "live": ["--phase", "live"]}
 
 
 # --- the pytest plugin (`-p suite_time`): one JSON line per test ----------------------------------------------

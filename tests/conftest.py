@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# Two at a time, each worker compiles the labs' variants (a learner's copy, a known fix) into a folder of its own:
+# Side by side, each worker compiles the labs' variants (a learner's copy, a known fix) into a folder of its own:
 # two tests building the same variant at once would write each other's source and binary. Before perflab is
 # imported, which reads it once.
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -63,6 +64,24 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subpro
 RUNS_FOR_PLUMBING = "2"
 
 
+def changes_the_machine(lab: str) -> bool:
+    """Whether a run of the lab may change this machine's settings (rq_affinity, tracefs, NUMA balancing): the lab
+    contract has every change go through perflab.journal.SystemChanges, so a lab whose package imports it."""
+    from perflab.manifest.labs import find
+
+    package = REPO / Path(*find(lab).package.split("."))
+    return any(alias.name == "SystemChanges" for path in package.glob("*.py")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+               for alias in node.names)
+
+
+def lab_run_marks(lab: str) -> list:
+    """The marks of a test that runs the whole lab: on the lab-runs worker, one after another as the measurement
+    lock has them outside the tests, if the lab changes the machine (a killed run's restore must not meet another
+    live run of it); on any worker if it does not."""
+    return [pytest.mark.xdist_group("lab-runs")] if changes_the_machine(lab) else []
+
+
 def without_guest_image(folder: Path) -> dict[str, str]:
     """The environment of a machine with no guest image: a lab that boots VMs says so in seconds instead of
     booting them (minutes under TCG). Its real boots are tested by the slow VM tests, so the tests that run
@@ -77,7 +96,7 @@ def guest_image_in_background(request):
     from perflab.vm import image
 
     wanted = any("guest_image" in getattr(item, "fixturenames", ()) for item in request.session.items)
-    # Two at a time (pytest-xdist), the first worker builds and the other's VM tests wait on the build's lock.
+    # Side by side (pytest-xdist), the first worker builds and the others' VM tests wait on the build's lock.
     first_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
     if not wanted or not first_worker or os.geteuid() != 0 or image.current().exists():
         yield
@@ -129,8 +148,8 @@ def numa2_up(guest_image):
 def pytest_addoption(parser):
     parser.addoption(
         "--phase", choices=("all", "parallel", "live"), default="all",
-        help="which tests this session runs: all; only those not marked live (`make test` runs them two at a time "
-             "with -n 2); or only the live ones (run alone, after: they measure this machine)",
+        help="which tests this session runs: all; only those not marked live (`make test` runs them side by side "
+             "with -n 3); or only the live ones (run alone, after: they measure this machine)",
     )
 
 
@@ -146,14 +165,15 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Keep this session's phase, and order it.
 
-    When the tests run two at a time, those that boot the course's VMs (named by profile: two tests cannot both
-    boot `default`) or run whole labs go to one worker each: numa2 boots once, and `run all` runs once, beside the
-    other whole lab runs (test_notebooks, test_kill_9) rather than at the same time (pytest-xdist starts the
-    biggest group first). The tests that share numa2 go last, so it is up only from then on; in the other group
-    those that boot the guest image go after those that do not, so that it builds meanwhile on a fresh machine.
-    The tests of no group run once a group is done, long after the image is built: the slow ones first, those
-    that boot the image (Vagrant's, 200 s) before the others, so that short ones fill the end (the sort is
-    stable). Vagrant's test left to the end kept one CPU idle for two minutes."""
+    When the tests run side by side, those that boot the course's VMs (named by profile: two tests cannot both
+    boot `default`) or run the labs that change the machine go to one worker each (lab_run_marks): numa2 boots
+    once, and `run all` runs once, beside the other runs of those labs (test_notebooks, test_kill_9) rather than
+    at the same time (pytest-xdist starts the biggest group first). The tests that share numa2 go last, so it is
+    up only from then on; in the other group those that boot the guest image go after those that do not, so that
+    it builds meanwhile on a fresh machine.
+    The tests of no group run on the third worker from the start, and on the others once their group is done:
+    the slow ones first, those that boot the image (Vagrant's, 200 s) before the others, so that short ones fill
+    the end (the sort is stable). Vagrant's test left to the end kept one CPU idle for two minutes."""
     phase = config.getoption("phase")
     if phase != "all":
         in_phase = {True: [], False: []}

@@ -19,7 +19,7 @@ from perflab.cases.reveal import solve, truth
 from perflab.errors import PerflabError
 from perflab.grading.authoring import check_environment
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 ONLINE = [0, 1]
 

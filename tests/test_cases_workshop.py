@@ -21,7 +21,7 @@ from perflab.grading import FAILED, PASSED, Check, Report
 from perflab.workshop import roster
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="a workshop's cases are given and re-graded by root"),
-              pytest.mark.live]  # a regrade races each fix: alone, after the tests run two at a time
+              pytest.mark.live]  # a regrade races each fix: alone, after the tests that run side by side
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from perflab.probe import probe
 from perflab.runner import Run
 from perflab.sequential import Race
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 ONLINE = sorted(os.sched_getaffinity(0))
 needs_two_cpus = pytest.mark.skipif(len(ONLINE) < 2, reason="this machine has one usable CPU: no pair to measure")

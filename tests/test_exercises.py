@@ -8,13 +8,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import without_guest_image
+from conftest import lab_run_marks, without_guest_image
 from perflab.grading import FAILED, PASSED, Check, Report, authoring, progress
 from perflab.grading.authoring import learner_copy, strip_solutions
 from perflab.manifest.exercises import load_manifest
 
 # The exercises whose grading measures this machine: the notebook runs a lab, or the grader races two builds.
-# They are graded alone, after the tests that run two at a time. Every other grading must leave the measurement
+# They are graded alone, after the tests that run side by side. Every other grading must leave the measurement
 # lock untouched (the test below checks), so a measurement cannot slip into the parallel phase unlisted.
 MEASURING = {"c2c-harmonic-mean", "c2c-measure-pair", "alignment-slow-build", "llc-predict", "coz-find-the-line",
              "ipi-predict-rows", "ipi-quiet-cpu", "ptl-fault-around", "nsd-cap-model", "nsd-fix", "aliasing-predict",
@@ -44,10 +44,10 @@ def test_the_reference_solution_passes(exercise, monkeypatch, tmp_path):
             f"grading {exercise.name} took the measurement lock: list it in MEASURING, so that it is graded alone"
 
 
-# An untouched exercise's grade fails whatever its measurements say, so it needs no quiet machine: it runs two at a
-# time. One that measures runs its lab, which may change the machine's knobs, so it shares the lab runs' worker.
+# An untouched exercise's grade fails whatever its measurements say, so it needs no quiet machine: it runs side by
+# side. One that measures runs its lab's programs, so it goes where that lab's runs go (lab_run_marks).
 @pytest.mark.parametrize("exercise", [pytest.param(e, id=e.name,
-                                                   marks=[pytest.mark.xdist_group("lab-runs")] * (e.name in MEASURING))
+                                                   marks=lab_run_marks(e.lab.name) * (e.name in MEASURING))
                                       for e in load_manifest().exercises])
 def test_the_untouched_exercise_fails(exercise, monkeypatch, tmp_path):
     """The author check's grading of the untouched exercise, one exercise each."""

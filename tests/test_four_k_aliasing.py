@@ -20,7 +20,7 @@ from perflab.runner import run_records
 from perflab.sequential import Race
 from perflab.verdict import Verdict
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 
 def machine(vendor: str, family: int | None, pmu: bool = False, model: str = "Some CPU") -> Machine:

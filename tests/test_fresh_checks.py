@@ -21,7 +21,7 @@ from perflab.labs.first_core_ipi.run import OPERATIONS, PROCESSES, ROWS, arm
 from perflab.labs.numa_static_data import exercises as nsd
 from perflab.labs.numa_static_data.model import fit, predict
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 
 @pytest.mark.parametrize("value, text", [

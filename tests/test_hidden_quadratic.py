@@ -17,7 +17,7 @@ from perflab.results import load
 from perflab.runner import run_once
 from perflab.verdict import VERDICTS, Verdict
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 # `perf script -F comm,ip,sym` of three samples: two in bit_ffs_at, one in an interrupt on top of it, and a
 # frame perf could not name.

@@ -23,7 +23,7 @@ from perflab.probe import Fact, Machine, probe
 from perflab.sequential import Race
 from perflab.verdict import Verdict
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 # --- the simulator, against traces worked by hand ------------------------------------------------------
 

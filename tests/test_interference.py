@@ -14,7 +14,7 @@ from perflab.interference import Task, busy_cpus, charge, parse_stat, unless_qui
 from perflab.sysfs import SysRoot
 from perflab.verdict import Effect, Verdict
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 # A real line of /proc/PID/stat (a name with a space and a parenthesis), fields 14-17 = 250 20 30 5, CPU 1.
 STAT = ("4242 (stress-ng (cpu) S 4241 4241 9 0 -1 4194560 151 0 0 0 250 20 30 5 20 0 1 0 9123 24129536 1130 "

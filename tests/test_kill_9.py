@@ -17,14 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, without_guest_image
+from conftest import REPO, lab_run_marks, without_guest_image
 from perflab import journal
 from perflab.cases.build import scratch
 from perflab.labs import labs
-
-# Whole lab runs, one after another on one worker, as the measurement lock has them outside the tests: their
-# runs change the same knobs (tracefs, rq_affinity), and a killed run's restore must not meet another live run.
-pytestmark = pytest.mark.xdist_group("lab-runs")
 
 # Three moments of each lab's quick run, each a program of it (a regex on its command line) and how many
 # of those have started: its first measurement, then programs of other kinds, later in the run.
@@ -152,7 +148,8 @@ def test_the_kill_points_name_every_lab():
     assert set(KILL_POINTS) == {lab.name for lab in labs() if lab.status == "ready"}
 
 
-@pytest.mark.parametrize("lab, point", [pytest.param(lab, point, marks=[pytest.mark.slow] if later else [])
+# Each runs its whole lab: those that change the machine one after another on one worker (lab_run_marks).
+@pytest.mark.parametrize("lab, point", [pytest.param(lab, point, marks=[pytest.mark.slow] * later + lab_run_marks(lab))
                                          for lab, points in KILL_POINTS.items() for later, point in enumerate(points)],
                          ids=lambda value: value if isinstance(value, str) else f"{value[0]}#{value[1]}")
 def test_nothing_of_a_run_outlives_its_kill_9(lab, point, tmp_path):

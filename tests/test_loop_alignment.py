@@ -21,7 +21,7 @@ from perflab.probe import Machine
 from perflab.sequential import Race
 from perflab.verdict import Verdict
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 # objdump -d -w output for a loop whose cmp/jne pair straddles a 64-byte line at 0x1400,
 # plus a line objdump (without -w) continues onto the next row.

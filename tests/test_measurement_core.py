@@ -19,7 +19,7 @@ from perflab.lock import measurement_lock
 from perflab.runner import Config, interleave, run_once
 from perflab.verdict import Verdict, judge_change, judge_paired_change
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 FAKE_BENCH = textwrap.dedent("""
     import json, sys, time

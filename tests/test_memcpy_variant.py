@@ -21,7 +21,7 @@ from perflab.labs.memcpy_variant.variants import CONTROL, DEFAULT
 from perflab.runner import run_records
 from perflab.verdict import ALPHA
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 SOURCE = "labs/11-memcpy-variant"
 # The masks that moved glibc 2.36 off its default on an AVX-512 Intel guest; elsewhere it may stay.

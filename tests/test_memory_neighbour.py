@@ -28,7 +28,7 @@ from perflab.sequential import Race
 from perflab.sysfs import SysRoot
 from perflab.verdict import Verdict
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 GIB, MIB = 1 << 30, 1 << 20
 

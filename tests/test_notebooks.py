@@ -10,18 +10,16 @@ import pytest
 from answer_leaks import exercise_answers, notebook_text, shown_in
 from nbclient import NotebookClient
 
-from conftest import REPO, RUNS_FOR_PLUMBING, without_guest_image
+from conftest import REPO, RUNS_FOR_PLUMBING, lab_run_marks, without_guest_image
 from perflab import workspace
 from perflab.grading.kernel import kernel_config
-
-# Whole lab runs, one after another on one worker, as the measurement lock has them outside the tests: their
-# runs change the same knobs (tracefs, rq_affinity), and a killed run's restore must not meet another live run.
-pytestmark = pytest.mark.xdist_group("lab-runs")
 
 LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 
 
-@pytest.mark.parametrize("path", LAB_NOTEBOOKS, ids=lambda p: p.parent.name)
+# Each runs its whole lab: those that change the machine one after another on one worker (lab_run_marks).
+@pytest.mark.parametrize("path", [pytest.param(path, marks=lab_run_marks(path.parent.name[3:]))
+                                  for path in LAB_NOTEBOOKS], ids=lambda p: p.parent.name)
 def test_lab_notebook_runs_in_quick_mode(path, monkeypatch, tmp_path):
     monkeypatch.setenv("PERFLAB_QUICK", "1")
     monkeypatch.setenv("PERFLAB_RUNS", RUNS_FOR_PLUMBING)

@@ -12,7 +12,7 @@ from perflab.labs.profiler_overhead.run import ALONE, DEFAULT, affinity_note, ov
 from perflab.labs.profiler_overhead.workload import Arm, perf_arm, run_arm, workload_argv
 from perflab.verdict import ALPHA, Effect
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 CAN_PERF = os.geteuid() == 0 and shutil.which("perf") is not None
 

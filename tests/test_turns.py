@@ -25,7 +25,7 @@ from conftest import HOLD_A_TURN_AND_THE_LOCK, REPO
 from perflab.manifest.labs import find
 from perflab.workshop import turns
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 LIMIT_S = 2
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="asking as a learner (the user nobody) needs root to switch "

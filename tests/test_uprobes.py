@@ -12,7 +12,7 @@ from perflab import processes, uprobes
 from perflab.errors import PerflabError
 from perflab.journal import Journal, SystemChanges
 
-pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests run two at a time
+pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
 COPIES = REPO / "tests" / "fixtures" / "uprobes" / "copies.c"
 # bpftrace 0.17's -f json output for a program that called one variant (glibc 2.36, Debian 12).
