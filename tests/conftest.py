@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import signal
 import subprocess
@@ -64,6 +65,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subpro
 RUNS_FOR_PLUMBING = "2"
 
 
+@functools.cache  # asked once per test that runs a lab, at every collection: each lab's package parsed once
 def changes_the_machine(lab: str) -> bool:
     """Whether a run of the lab may change this machine's settings (rq_affinity, tracefs, NUMA balancing): the lab
     contract has every change go through perflab.journal.SystemChanges, so a lab whose package imports it."""
