@@ -31,7 +31,7 @@ test: setup test-deps
 	$(VENV)/bin/python -m pytest --phase live $(PYTEST_ARGS)
 
 # The Debian packages first (what the rest builds with), then the rest side by side: mdBook's compile, the
-# Python environment's and the benchmarks' need one another's nothing (37 s on a fresh clone here, not 45 s).
+# Python environment's and the benchmarks' need one another's nothing (39 s on a fresh clone here, not 45 s).
 setup: deps
 	@$(MAKE) --no-print-directory -j3 python proxy bench book
 

@@ -18,7 +18,7 @@ LAB_NOTEBOOKS = sorted((REPO / "labs").glob("*/lab.ipynb"))
 
 
 # Each runs its whole lab: those that change the machine one after another on one worker (lab_run_marks).
-@pytest.mark.parametrize("path", [pytest.param(path, marks=lab_run_marks(path.parent.name[3:]))
+@pytest.mark.parametrize("path", [pytest.param(path, marks=lab_run_marks(path.parent.name.partition("-")[2]))
                                   for path in LAB_NOTEBOOKS], ids=lambda p: p.parent.name)
 def test_lab_notebook_runs_in_quick_mode(path, monkeypatch, tmp_path):
     monkeypatch.setenv("PERFLAB_QUICK", "1")
