@@ -30,8 +30,8 @@ test: setup test-deps
 	$(VENV)/bin/python -m pytest --phase parallel -n 3 --dist loadgroup $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest --phase live $(PYTEST_ARGS)
 
-# The Debian packages first (what the rest builds with), then the rest side by side: mdBook's compile, the
-# Python environment's and the benchmarks' need one another's nothing (39 s on a fresh clone here, not 45 s).
+# The Debian packages first (what the rest builds with), then the rest side by side: the Python environment,
+# the proxy, the benchmarks and mdBook's compile need nothing of one another (39 s on a fresh clone here, not 45 s).
 setup: deps
 	@$(MAKE) --no-print-directory -j3 python proxy bench book
 
@@ -68,7 +68,7 @@ $(VENV)/.synced: Makefile pyproject.toml uv.lock deps/jupyterlab-overrides.json 
 # JupyterHub's proxy for `perflab workshop`, pinned by deps/proxy/package-lock.json.
 proxy: $(PROXY)
 
-$(PROXY): deps/proxy/package.json deps/proxy/package-lock.json
+$(PROXY): deps/proxy/package.json deps/proxy/package-lock.json | deps  # npm, where `make proxy` runs alone
 	install -D -m 644 -t $(TOOLS)/proxy deps/proxy/package.json deps/proxy/package-lock.json
 	cd $(TOOLS)/proxy && npm ci --no-audit --no-fund --loglevel=error
 	touch $@

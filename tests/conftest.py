@@ -68,13 +68,14 @@ RUNS_FOR_PLUMBING = "2"
 @functools.cache  # asked once per test that runs a lab, at every collection: each lab's package parsed once
 def changes_the_machine(lab: str) -> bool:
     """Whether a run of the lab may change this machine's settings (rq_affinity, tracefs, NUMA balancing): the lab
-    contract has every change go through perflab.journal.SystemChanges, so a lab whose package imports it."""
-    from perflab.manifest.labs import find
+    contract has every change go through perflab.journal.SystemChanges, so a lab whose package names it
+    (`from ...journal import SystemChanges`, or `journal.SystemChanges`)."""
+    from perflab.paths import LAB_PACKAGES, lab_package
 
-    package = REPO / Path(*find(lab).package.split("."))
-    return any(alias.name == "SystemChanges" for path in package.glob("*.py")
-               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
-               for alias in node.names)
+    return any(isinstance(node, ast.alias) and node.name == "SystemChanges"
+               or isinstance(node, ast.Attribute) and node.attr == "SystemChanges"
+               for path in (LAB_PACKAGES / lab_package(lab)).rglob("*.py")
+               for node in ast.walk(ast.parse(path.read_text())))
 
 
 def lab_run_marks(lab: str) -> list:
@@ -175,7 +176,9 @@ def pytest_collection_modifyitems(config, items):
     it builds meanwhile on a fresh machine.
     The tests of no group run on the third worker from the start, and on the others once their group is done:
     the slow ones first, those that boot the image (Vagrant's, 200 s) before the others, so that short ones fill
-    the end (the sort is stable). Vagrant's test left to the end kept one CPU idle for two minutes."""
+    the end (the sort is stable). On a fresh machine the third worker so starts by waiting for the image's
+    build, while the two groups keep both CPUs busy; Vagrant's test left to the end kept one CPU idle for two
+    minutes."""
     phase = config.getoption("phase")
     if phase != "all":
         in_phase = {True: [], False: []}

@@ -149,7 +149,8 @@ def test_the_kill_points_name_every_lab():
 
 
 # Each runs its whole lab: those that change the machine one after another on one worker (lab_run_marks).
-@pytest.mark.parametrize("lab, point", [pytest.param(lab, point, marks=[pytest.mark.slow] * later + lab_run_marks(lab))
+@pytest.mark.parametrize("lab, point", [pytest.param(lab, point,
+                                                      marks=[pytest.mark.slow] * (later > 0) + lab_run_marks(lab))
                                          for lab, points in KILL_POINTS.items() for later, point in enumerate(points)],
                          ids=lambda value: value if isinstance(value, str) else f"{value[0]}#{value[1]}")
 def test_nothing_of_a_run_outlives_its_kill_9(lab, point, tmp_path):
@@ -187,7 +188,8 @@ def test_the_endless_reader_dies_with_its_lab():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", BOOTING, ids=lambda value: f"{value[0]}#{value[1]}")
+@pytest.mark.parametrize("point", [pytest.param(point, marks=lab_run_marks("page-table-levels")) for point in BOOTING],
+                         ids=lambda value: f"{value[0]}#{value[1]}")
 def test_lab_4s_vms_die_with_its_kill_9(point, tmp_path, guest_image):
     """A VM booted for a run is one of its programs: a kill -9 of the run stops its QEMU too."""
     _check("page-table-levels", point, dict(os.environ), tmp_path)
@@ -196,7 +198,7 @@ def test_lab_4s_vms_die_with_its_kill_9(point, tmp_path, guest_image):
 def test_nothing_of_a_case_grade_outlives_its_kill_9(tmp_path, monkeypatch):
     """Killed in its race, at the third run of the learner's build: no sessiond is left."""
     # A temporary folder of its own: any perflab process's scratch folder sweeps the killed grade's folder, and the
-    # other worker's gradings once did so before this test looked for it.
+    # other workers' gradings once did so before this test looked for it.
     private = tmp_path / "tmp"
     private.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(private))

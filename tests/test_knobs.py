@@ -272,6 +272,7 @@ with SystemChanges() as changes:
 """
 
 
+@pytest.mark.xdist_group("lab-runs")  # the real tracefs, as lab 3's runs mount it: one after another with them
 def test_tracefs_mounted_for_a_run_is_unmounted_after_it_and_after_a_kill_9():
     knob = _live_tracefs()
     before = knob.read()
