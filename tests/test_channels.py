@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from queue import Empty
+from types import SimpleNamespace
 
 import pytest
 import zmq
@@ -25,18 +26,21 @@ def test_a_grading_kernels_client_waits_in_looks(tmp_path):
 
 @pytest.fixture
 def polls(monkeypatch):
-    """The timeouts each underlying poll was given; it waits them out, and the reply comes at the fourth poll."""
-    asked = []
+    """The timeouts each underlying poll was given; the reply comes at the fourth poll. A poll moves the channel's
+    clock on by its timeout instead of sleeping it: on a busy machine a real 0.05 s sleep took 0.11 s, and the
+    looks left then were fewer."""
+    asked, now = [], [0.0]
 
     async def poll_once(self, timeout=None):
         asked.append(timeout)
         if len(asked) < 4:
-            await asyncio.sleep(timeout)
+            now[0] += timeout
             raise Empty
         return {"msg_type": "execute_reply"}
 
     monkeypatch.setattr(AsyncZMQSocketChannel, "get_msg", poll_once)
     monkeypatch.setattr(channels, "LOOK_S", 0.05)
+    monkeypatch.setattr(channels, "time", SimpleNamespace(monotonic=lambda: now[0]))
     return asked
 
 
