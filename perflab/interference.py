@@ -193,7 +193,8 @@ def busy_cpus(found: dict[str, Any]) -> list[str]:
     for neighbour in found["neighbours"]:
         by_cpu[neighbour["cpu"]].append(neighbour)
     for cpu in found["cpus"]:
-        others = sum(n["seconds"] for n in by_cpu[cpu])
+        # at most the whole window: a child's life reaped in it may have run before it, or on other CPUs
+        others = min(sum(n["seconds"] for n in by_cpu[cpu]), seconds)
         if others >= MIN_BUSY_S and others >= BUSY_SHARE * seconds:
             names = ", ".join(f"{n['name']} (pid {n['pid']})" for n in by_cpu[cpu][:3])
             phrases.append((others, f"other programs ran on CPU {cpu} for {others / seconds:.0%} of it ({names})"))

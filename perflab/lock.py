@@ -200,11 +200,18 @@ def place_in_line(mine: Ticket, holder: Ticket | None, now: float) -> str:
     """"2nd in line, about 40 s (now: alice's perflab run loop-alignment)": what a waiter is shown."""
     ahead = [t for t in _tickets() if (t.since, t.pid) < (mine.since, mine.pid)]
     waits = [expected_seconds(t.what) for t in ahead]
-    running = expected_seconds(holder.what) if holder else None
-    if holder is not None and running is not None:
-        waits.append(max(running - (now - holder.since), 1.0))
-    estimate = f"about {sum(waits):.0f} s" if waits and None not in waits else "no estimate yet"
+    if holder is not None:  # a run past what it usually takes has no estimate left
+        running, ran = expected_seconds(holder.what), now - holder.since
+        waits.append(None if running is None or ran > running else running - ran)
+    estimate = estimate_and_bound(waits, [None]) if waits else "no estimate yet"  # a lock file's holder has no limit
     return describe_place(len(ahead) + 1, estimate, holder.describe() if holder else "a run finishing")
+
+
+def estimate_and_bound(estimates: list[float | None], limits: list[float | None]) -> str:
+    """"about 40 s, at most 130 s": the estimate where every turn ahead has one, the bound where every one has a
+    limit (root's turns have none)."""
+    estimate = f"about {max(sum(estimates), 1):.0f} s" if None not in estimates else "no estimate yet"
+    return estimate + (f", at most {sum(limits):.0f} s" if None not in limits else "")
 
 
 def describe_place(place: int, estimate: str, now: str) -> str:

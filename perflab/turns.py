@@ -67,7 +67,8 @@ def _connect(path: Path) -> socket.socket:
     except OSError as err:
         connection.close()
         raise PerflabError(f"the workshop's measurement queue {path} does not answer ({err.strerror}): ask the "
-                           "instructor to run `perflab workshop down`, then `up` again") from None
+                           "instructor to run `perflab workshop status`; `perflab workshop up` starts it again, and "
+                           "no one's work is lost") from None
     return connection
 
 

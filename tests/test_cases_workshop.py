@@ -1,12 +1,15 @@
 """Cases in a workshop: sealed cases whose seeds only root reads, graded by the instructor's re-grade with the
-learner's code built and run as the learner (here the system's `nobody`, a real user who is not root)."""
+learner's code built and run as the learner (here a real system user made for the test, as `up` makes one)."""
 
 from __future__ import annotations
 
 import json
 import os
 import pwd
+import secrets
 import stat
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -26,13 +29,28 @@ pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="a workshop's cases a
 
 @pytest.fixture
 def class_of_one(tmp_path, monkeypatch):
-    """A workshop with one learner, alice, whose system user is `nobody`; her workspace is in tmp_path."""
-    monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
-    roster.save(roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h", learners={"alice": "h"}))
-    (tmp_path / "alice" / "work").mkdir(parents=True)
-    monkeypatch.setattr(roster, "workspace_of", lambda learner: tmp_path / learner / "work")
-    monkeypatch.setattr(roster, "system_user", lambda learner: "nobody")
-    return tmp_path / "alice" / "work"
+    """A workshop with one learner, alice, whose system user is made for the test (a home of her own, mode 0700);
+    her workspace is ~/work, which her server would have made."""
+    user = f"perflab-t{secrets.token_hex(3)}"
+    subprocess.run(["useradd", "--create-home", "--user-group", user], check=True)
+    home = Path(pwd.getpwnam(user).pw_dir)
+    try:
+        home.chmod(0o700)
+        subprocess.run(["runuser", "-u", user, "--", "mkdir", str(home / "work")], check=True)
+        monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
+        roster.save(roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h", learners={"alice": "h"}))
+        monkeypatch.setattr(roster, "workspace_of", lambda learner: home / "work")
+        monkeypatch.setattr(roster, "system_user", lambda learner: user)
+        yield home / "work"
+    finally:
+        subprocess.run(["userdel", "--remove", user], capture_output=True)
+
+
+def _as_the_learner_wrote(folder: Path) -> None:
+    """What root wrote into the learner's case (a test's solve()), handed to her as her own editor would leave it."""
+    owner = folder.stat().st_uid
+    for path in folder.iterdir():
+        os.chown(path, owner, owner, follow_symlinks=False)
 
 
 def test_a_learner_gets_a_case_whose_files_do_not_hold_its_seed(class_of_one):
@@ -43,7 +61,7 @@ def test_a_learner_gets_a_case_whose_files_do_not_hold_its_seed(class_of_one):
     assert told["sealed"] and "seed" not in told
     kept = store.sealed_cases()[str(told["number"])]
     assert kept["learner"] == "alice" and stat.S_IMODE(store.store_path().stat().st_mode) == 0o600
-    assert folder.stat().st_uid == pwd.getpwnam("nobody").pw_uid
+    assert folder.stat().st_uid == pwd.getpwnam(roster.system_user("alice")).pw_uid
     assert case_workshop.give_cases(["alice"], say=lambda _: None) == [f"alice: has {folder.name} already"]
 
 
@@ -67,6 +85,7 @@ def test_the_instructor_regrade_grades_each_cause_with_the_learners_code_run_as_
     case = find_case(folder.name)  # root finds a learner's case by its name
     assert case.folder == folder and not case.sealed
     solve(case)
+    _as_the_learner_wrote(folder)
     said = []
     for _ in range(3):  # graded again while the host steals the CPUs, as a learner would be told to
         outcome = case_workshop.regrade_cases([], say=said.append)["alice"][folder.name]
@@ -85,7 +104,7 @@ def test_a_regrade_that_does_not_pass_says_which_check_and_what_it_found(monkeyp
     report = Report("case-1", [Check("faster than the release", PASSED, "", "1.6 times as fast"), unmet],
                     notes=["causes found and fixed: 1 of 2"])
     monkeypatch.setattr(case_workshop, "sealed_cases", lambda: {1: {"learner": "alice", "folder": "/nowhere"}})
-    monkeypatch.setattr(case_workshop, "load_case", lambda folder: folder)
+    monkeypatch.setattr(case_workshop, "_copied", lambda number, entry, staging: number)
     monkeypatch.setattr(case_workshop, "grade_case", lambda case, **_: report)
     monkeypatch.setattr(roster, "system_user", lambda learner: learner)
     outcome = case_workshop.regrade_cases([], say=lambda _: None)["alice"]["case-1"]

@@ -86,6 +86,9 @@ def test_busy_cpus_names_the_cpu_the_share_and_the_programs():
     assert busy_cpus(found([(1, "spin", 0.05)], seconds=0.1)) == [  # a grader's 0.1 s pair run, half taken
         "other programs ran on CPU 1 for 50% of it (spin (pid 100))"]
     assert busy_cpus(found([], steal={"0": 1.5, "1": 0.0})) == ["the host took 15% of CPU 0 (steal time)"]
+    # a make that reaped a compile of 17 s during a 1 s grade: no CPU gives others more than the whole window
+    assert busy_cpus(found([(0, "make", 16.86)], seconds=1.0)) == [
+        "other programs ran on CPU 0 for 100% of it (make (pid 100))"]
 
 
 def verdict(kind: str = "reproduced") -> Verdict:

@@ -6,13 +6,15 @@ end-to-end test in test_workshop.py grades real notebooks as real learners.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import pytest
 
 from perflab.manifest.exercises import load_manifest
-from perflab.workshop import regrade, roster
+from perflab.workshop import learner_files, regrade, roster
+from perflab.workshop.learner_files import LearnerFiles
 
 EDITED = ["c2c-harmonic-mean", "llc-predict", "nsd-fix"]
 
@@ -28,7 +30,7 @@ def classroom(tmp_path, monkeypatch):
     for learner in ("alice", "bob"):
         monkeypatch.setenv("PERFLAB_WORKSPACE", str(tmp_path / learner / "work"))
         prepare()
-    monkeypatch.setattr(roster, "workspace_of", lambda learner: tmp_path / learner / "work")
+    monkeypatch.setattr(learner_files, "of", lambda learner: LearnerFiles(tmp_path / learner, os.getuid()))
     monkeypatch.setattr(regrade, "require_root", lambda why: None)
     for name in EDITED:
         with (tmp_path / "alice" / "work" / "exercises" / load_manifest().find(name).notebook).open("a") as notebook:

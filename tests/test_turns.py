@@ -88,7 +88,7 @@ def test_turns_go_one_at_a_time_in_the_order_asked_and_waiters_see_their_place_a
     (t1, _), (t2, waited2), (t3, waited3) = _finish(first), _finish(second), _finish(third)
     assert t1 < t2 < t3, "the turns went out of order"
     expected = find("causal-profiling").expected_s.quick  # never measured here: the manifest's estimate, less the
-    said = re.search(r"waiting to measure: 1st in line, about (\d+) s \(now: the instructor's perflab run "
+    said = re.search(r"waiting to measure: 1st in line, about (\d+) s \(now: root's perflab run "
                      r"causal-profiling --quick\)", waited2)  # time the turn has run
     assert said and expected - 3 <= int(said.group(1)) <= expected, waited2
     assert "waiting to measure: 2nd in line, no estimate yet" in waited3, waited3
@@ -168,7 +168,7 @@ def test_only_the_queue_writes_the_durations_file(queue):
     assert tamper.returncode != 0 and "Permission denied" in tamper.stderr, tamper.stderr
 
 
-def test_each_turn_is_limited_by_its_labs_budget_and_roots_by_none(tmp_path):
+def test_each_turn_is_limited_by_its_labs_budget_within_the_class_limit_and_roots_by_none(tmp_path):
     limits = turns.Queue(tmp_path / "durations.json", None)
     assert limits.limit_of("perflab run inclusive-llc", 1000) == find("inclusive-llc").budget_s.full
     assert limits.limit_of("perflab run inclusive-llc --quick", 1000) == find("inclusive-llc").budget_s.quick
@@ -176,6 +176,33 @@ def test_each_turn_is_limited_by_its_labs_budget_and_roots_by_none(tmp_path):
     assert limits.limit_of("your fix is faster, measured just now", 1000) == turns.UNNAMED_LIMIT_S
     assert limits.limit_of("perflab run inclusive-llc", 0) is None
     assert turns.Queue(tmp_path / "durations.json", 30.0).limit_of("perflab run inclusive-llc", 1000) == 30.0
+    # what a learner's raw request names decides its turn, and never beyond the class's limit: lab 4's full run
+    assert find("page-table-levels").budget_s.full > turns.CLASS_LIMIT_S
+    assert limits.limit_of("perflab run page-table-levels", 1000) == turns.CLASS_LIMIT_S
+    assert turns.Queue(tmp_path / "d.json", 5000.0).limit_of("perflab run page-table-levels", 1000) == \
+        find("page-table-levels").budget_s.full  # the instructor raised it
+
+
+def test_a_learner_who_asks_in_a_loop_waits_once_they_had_a_minutes_turns(tmp_path):
+    queue = turns.Queue(tmp_path / "durations.json", None)
+    queue.granted[1000] = [100.0 + i for i in range(turns.TURNS_PER_MINUTE)]
+    assert queue.rate_wait(1000, 130.0) == pytest.approx(30.0)  # the oldest of them leaves the minute at 160 s
+    assert queue.rate_wait(1000, 160.5) == 0.0 and len(queue.granted[1000]) == turns.TURNS_PER_MINUTE - 1
+    assert queue.rate_wait(1001, 130.0) == 0.0 and queue.rate_wait(0, 130.0) == 0.0
+
+
+def test_every_wait_says_at_most_how_long_and_no_estimate_once_a_turn_overran(tmp_path):
+    from perflab.lock import estimate_and_bound
+
+    assert estimate_and_bound([30.0, 12.0], [120.0, 60.0]) == "about 42 s, at most 180 s"
+    assert estimate_and_bound([30.0, None], [120.0, 60.0]) == "no estimate yet, at most 180 s"
+    assert estimate_and_bound([30.0], [None]) == "about 30 s"  # root's turn has no limit to promise
+    queue = turns.Queue(tmp_path / "durations.json", None)
+    queue.durations["perflab run inclusive-llc --quick"] = 5.0
+    holder = turns.Request("ana", 1000, "perflab run inclusive-llc --quick", 0, 0.0, 120.0)
+    waiter = turns.Request("bo", 1001, "x", 0, 1.0, 300.0)
+    queue.holder, queue.granted_at, queue.waiting = holder, time.monotonic() - 100, [waiter]  # 95 s past its 5
+    assert queue.place(waiter).startswith("1st in line, no estimate yet, at most 25 s (now: ana's perflab run ")
 
 
 def test_a_queue_that_does_not_answer_is_one_line(tmp_path, monkeypatch):
@@ -185,6 +212,6 @@ def test_a_queue_that_does_not_answer_is_one_line(tmp_path, monkeypatch):
     with socket.socket(socket.AF_UNIX) as gone:
         gone.bind(str(tmp_path / "turns.sock"))  # a socket no one listens on, as a killed queue leaves it
     monkeypatch.setenv("PERFLAB_TURNS", str(tmp_path / "turns.sock"))
-    with pytest.raises(PerflabError, match="measurement queue .* does not answer .*`perflab workshop down`"):
+    with pytest.raises(PerflabError, match="queue .* does not answer .*`perflab workshop up` starts it again"):
         with measurement_lock("test"):
             pass

@@ -26,7 +26,8 @@ import pytest
 from conftest import HOLD_A_TURN_AND_THE_LOCK, REPO, run_cli
 from perflab import lock
 from perflab.labs import CannotShow
-from perflab.workshop import dashboard, roster, turns
+from perflab.workshop import dashboard, dashboard_page, roster, turns
+from perflab.workshop.learner_files import LearnerFiles
 
 CHROMIUM = shutil.which("chromium")
 TURN_LIMIT_S = 15  # a learner's turn in the class of the end-to-end test: lab 5's run in MEASURE takes seconds
@@ -233,7 +234,8 @@ def test_the_dashboard_recomputes_verdicts_and_refuses_an_edited_result(tmp_path
     (tmp_path / "work" / "progress.txt").write_text("c2c-harmonic-mean failed 2026-01-01T00:00:00Z\n"
                                                     "c2c-harmonic-mean passed 2026-01-01T00:01:00Z\n")
     machine = probe()
-    state = dashboard.learner_state("alice", tmp_path / "work", machine)
+    files = LearnerFiles(tmp_path, os.getuid())
+    state = dashboard.learner_state("alice", files, machine)
     assert state.labs["numa-static-data"].verdict == ran["verdict"]
     assert state.exercises == {"c2c-harmonic-mean": "passed"}
     table = dashboard.class_csv([state, dashboard.LearnerState("bob")])
@@ -247,9 +249,9 @@ def test_the_dashboard_recomputes_verdicts_and_refuses_an_edited_result(tmp_path
     edited["verdict"]["verdict"] = "reproduced"
     edited["params"]["edited"] = True
     result_path.write_text(json.dumps(edited))
-    refused = dashboard.learner_state("alice", tmp_path / "work", machine).labs["numa-static-data"]
+    refused = dashboard.learner_state("alice", files, machine).labs["numa-static-data"]
     assert refused.verdict == "refused" and "changed after perflab wrote it" in refused.note
-    page = dashboard.render_html([state, dashboard.LearnerState("bob")])
+    page = dashboard_page.render_html([state, dashboard.LearnerState("bob")])
     assert "alice" in page and "bob" in page and "data:image/png;base64," in page
 
 
@@ -260,7 +262,7 @@ def test_the_dashboard_shows_a_passed_exercise_a_regrade_did_not_pass():
                       "llc-predict": {"status": "failed", "at": "2026-01-01T10:01:00Z",
                                       "detail": "CLAIM: your run's reading of the LLC"}}
     assert state.passed_but_not_confirmed() == {"llc-predict": "failed"}
-    page = dashboard.render_html([state])
+    page = dashboard_page.render_html([state])
     assert "2 of " in page and "re-graded 2: 1 confirmed" in page and "1 not</b> (llc-predict failed)" in page
     table = dashboard.class_csv([state])
     assert "alice,exercise,llc-predict,passed,,,re-graded failed 2026-01-01T10:01:00Z CLAIM" in table

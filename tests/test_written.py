@@ -4,6 +4,7 @@ progress file, and the class dashboard shows it to the instructor beside the man
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import nbformat
@@ -13,7 +14,8 @@ from perflab.errors import PerflabError
 from perflab.grading import FAILED, PASSED, grade, progress, written
 from perflab.grading.authoring import learner_copy
 from perflab.manifest.exercises import load_manifest
-from perflab.workshop import dashboard
+from perflab.workshop import dashboard, dashboard_page
+from perflab.workshop.learner_files import LearnerFiles
 
 MANIFEST = load_manifest()
 HARMONIC = MANIFEST.find("c2c-harmonic-mean")
@@ -93,8 +95,8 @@ def test_the_dashboard_shows_each_learners_answer_beside_the_rubric(tmp_path, mo
     monkeypatch.setenv("PERFLAB_PROGRESS", str(workspace / "progress.txt"))
     handed_out = nbformat.read(HARMONIC.exercise_path, as_version=4)
     written.keep(HARMONIC.name, written.answers(handed_out, solved_but_unanswered("Fast <b>runs</b> weigh more"), STUB))
-    alice = dashboard.learner_state("alice", workspace, machine=None)
-    page = dashboard.answers_html([alice, dashboard.LearnerState("bob")])
+    alice = dashboard.learner_state("alice", LearnerFiles(workspace.parent, os.getuid()), machine=None)
+    page = dashboard_page.answers_html([alice, dashboard.LearnerState("bob")])
     assert f"<code>c2c-harmonic-mean</code>: {QUESTION}" in page
     assert f"<b>A good answer:</b> {HARMONIC.rubric[0]}" in page
     assert "Fast &lt;b&gt;runs&lt;/b&gt; weigh more" in page, "the learner's words, escaped"

@@ -36,9 +36,9 @@ def seed_of(number: int) -> int | None:
     return int(entry["seed"]) if entry else None
 
 
-def remember(number: int, seed: int, learner: str, folder: Path) -> None:
+def remember(number: int, seed: int, learner: str, folder: Path, cpus: tuple[int, ...]) -> None:
     cases = sealed_cases()
-    cases[str(number)] = {"seed": seed, "learner": learner, "folder": str(folder)}
+    cases[str(number)] = {"seed": seed, "learner": learner, "folder": str(folder), "cpus": list(cpus)}
     roster.state_folder()  # root's alone (0700) before the seeds are written in it
     write_atomic(store_path(), json.dumps(cases, indent=1) + "\n")
     os.chmod(store_path(), 0o600)

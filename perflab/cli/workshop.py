@@ -65,26 +65,33 @@ def add_commands(commands) -> None:
 
     p = verbs.add_parser(
         "down", help="stop it all, remove the learners' users, restore the machine",
-        description="Stop JupyterHub and every learner's server, remove the learners' users and home folders and "
-                    "the workshop's state folder, and check that no port is left listening. Safe to run again "
-                    "after a failure: it finishes what is left. " + AS_ROOT,
-        examples=(".venv/bin/perflab workshop down", "sudo .venv/bin/perflab workshop down"))
+        description="First export every learner's ~/work and the class's grades to a folder only root reads "
+                    "(/var/lib/perflab-workshop-exports/), then stop JupyterHub and every learner's server, remove "
+                    "the learners' users, home folders and cgroups and the workshop's state folder, and check that "
+                    "no port is left listening. Safe to run again after a failure: it finishes what is left. "
+                    + AS_ROOT,
+        examples=(".venv/bin/perflab workshop down", "sudo .venv/bin/perflab workshop down",
+                  ".venv/bin/perflab workshop down --no-export   # the learners' work is discarded"))
+    p.add_argument("--no-export", action="store_true", help="discard the learners' work instead of exporting it")
     p.set_defaults(func=cmd_down)
 
 
 def _add_up(verbs) -> None:
     p = verbs.add_parser(
         "up", help="start the workshop: users, JupyterHub, the dashboard",
-        description="Create one system user per learner, start JupyterHub with each learner's own JupyterLab and "
-                    "workspace, and the class dashboard; print every login's password once. It listens on "
-                    "127.0.0.1 unless --ip says otherwise; serve beyond this machine only with TLS. " + AS_ROOT,
+        description="Create one system user (and one cgroup, where the machine has them) per learner, start "
+                    "JupyterHub with each learner's own JupyterLab and workspace, the measurement queue and the "
+                    "class dashboard; print every login's password once. It listens on 127.0.0.1 unless --ip says "
+                    "otherwise; serve beyond this machine only with TLS. After a crash or a reboot, `up` with no "
+                    "names resumes the class as it was. " + AS_ROOT,
         examples=(".venv/bin/perflab workshop up alice bob carol",
+                  ".venv/bin/perflab workshop up   # after a crash or a reboot: the same class, resumed",
                   "sudo .venv/bin/perflab workshop up alice bob carol   # the same, from an account with sudo",
                   ".venv/bin/perflab workshop up alice bob carol --reserve-cpus 4",
                   ".venv/bin/perflab workshop up alice bob carol --turn-limit 300",
                   ".venv/bin/perflab workshop up alice bob --ip 0.0.0.0 --port 443 "
                   "--ssl-cert cert.pem --ssl-key key.pem"))
-    p.add_argument("learners", nargs="+", metavar="LEARNER", help="the learners' names")
+    p.add_argument("learners", nargs="*", metavar="LEARNER", help="the learners' names (none: resume the class)")
     p.add_argument("--ip", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="the port learners open (default 8000)")
     p.add_argument("--ssl-cert", help="a PEM certificate: serve HTTPS (with --ssl-key)")
@@ -94,7 +101,7 @@ def _add_up(verbs) -> None:
                         "each then measures without queueing behind the others")
     p.add_argument("--turn-limit", type=_seconds, metavar="SECONDS",
                    help="the longest any learner's turn to measure may take (default: each lab's budget in "
-                        "labs/manifest.toml); a run still measuring then is ended and told why")
+                        "labs/manifest.toml, and 600 s at most); a run still measuring then is ended and told why")
     p.set_defaults(func=cmd_up)
 
 
@@ -150,6 +157,6 @@ def cmd_cases(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     from ..workshop import hub
 
-    lines = hub.down()
+    lines = hub.down(export=not args.no_export)
     print("\n".join(lines) if lines else "perflab workshop: nothing was left to remove")
     return 0

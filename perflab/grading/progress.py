@@ -71,17 +71,18 @@ def _attempt(line: str) -> tuple[str, str] | None:
     return (fields[0], fields[1]) if len(fields) >= 2 and fields[1] in STATUSES else None
 
 
-def entries(path: Path | None = None) -> list[tuple[str, str]]:
-    """(exercise, status) for every attempt, oldest first, from this learner's file or `path`. Lines that are not
-    "<name> <status> ..." are skipped: the file is the learner's to edit, and a stray line must not cost them their
-    progress."""
-    return [found for line in _text(path or progress_path()).splitlines() if (found := _attempt(line))]
+def entries(path: Path | None = None, text: str | None = None) -> list[tuple[str, str]]:
+    """(exercise, status) for every attempt, oldest first, from this learner's file, `path`, or a file's `text`
+    read already (as root reads a learner's). Lines that are not "<name> <status> ..." are skipped: the file is the
+    learner's to edit, and a stray line must not cost them their progress."""
+    text = _text(path or progress_path()) if text is None else text
+    return [found for line in text.splitlines() if (found := _attempt(line))]
 
 
-def standing(path: Path | None = None) -> dict[str, Standing]:
+def standing(path: Path | None = None, text: str | None = None) -> dict[str, Standing]:
     """Each exercise attempted, by name: its best grade and the grades after its first pass."""
     grades: dict[str, list[str]] = {}
-    for name, status in entries(path):
+    for name, status in entries(path, text):
         grades.setdefault(name, []).append(status)
     found = {}
     for name, statuses in grades.items():
@@ -93,9 +94,9 @@ def standing(path: Path | None = None) -> dict[str, Standing]:
     return found
 
 
-def current(path: Path | None = None) -> dict[str, str]:
+def current(path: Path | None = None, text: str | None = None) -> dict[str, str]:
     """The status of each exercise attempted: passed once a grade passed, else its latest grade."""
-    return {name: found.status for name, found in standing(path).items()}
+    return {name: found.status for name, found in standing(path, text).items()}
 
 
 def failures(exercise: str) -> int:

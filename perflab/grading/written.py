@@ -115,6 +115,15 @@ def kept(path: Path | None = None) -> dict[str, list[dict]]:
     return found if isinstance(found, dict) else {}
 
 
+def kept_in(text: str) -> dict[str, list[dict]]:
+    """The kept answers in a file's text read already (as root reads a learner's); {} when it holds none."""
+    try:
+        found = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def keep(exercise: str, answered: list[Answer]) -> None:
     """Keep the answers written in this grade beside the progress file; an empty answer keeps the one before."""
     if not answered:

@@ -71,6 +71,18 @@ def require_learners_can_run_the_course() -> None:
                            "where every user can read it (e.g. /opt/perflab) and run `make lab` there")
 
 
+def require_learners_can_reach(queue: Path) -> None:
+    """Every learner's measurement asks the queue: its socket must answer a user who is not root."""
+    done = subprocess.run(["runuser", "-u", "nobody", "--", str(roster.VENV_BIN / "python"), "-c",
+                           "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])", str(queue)],
+                          capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        closed = next((str(p) for p in queue.parents if p.exists() and not os.stat(p).st_mode & 0o001), None)
+        why = f"{closed} is closed to other users" if closed else (done.stderr.strip().splitlines() or ["?"])[-1]
+        raise PerflabError(f"learners could not reach the measurement queue {queue} ({why}): set PERFLAB_TURNS to a "
+                           "socket in a folder every user can enter, or `chmod 755` that folder")
+
+
 def started_by(state: Path) -> list[int]:
     """The processes that carry the mark of the workshop kept in `state` (roster.MARK) in their environment."""
     mark = f"{roster.MARK}={state}".encode()

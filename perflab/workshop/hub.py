@@ -4,8 +4,12 @@
 certificate, that learners can run the course's environment), then creates one system user per
 learner through a journal kept in the state folder, then starts JupyterHub, which starts its
 configurable-http-proxy and the dashboard service. A failure part-way undoes what was done.
-`down` stops the hub (which stops the learners' servers and the proxy), removes exactly the
-users the journal recorded, deletes the state folder, and checks that no port is left open.
+`up` again after the hub died (a crash, a kill, a reboot) resumes the same class: it ends what the
+dead hub left (its proxy, the dashboard), starts the queue if it is gone, and starts the hub on the
+same roster and database, so every learner keeps their user, home, password and running server.
+`down` first exports the class's work and grades (perflab.workshop.export), then stops the hub
+(which stops the learners' servers and the proxy), removes exactly the users and cgroups the
+journal recorded, deletes the state folder, and checks that no port is left open.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ..journal import WORKSHOP, Journal, SystemChanges
 from ..probe import online_cpus
 from ..processes import alive, start_time
 from ..turns import DEFAULT_SOCKET
-from . import accounts, checks, roster, turns
+from . import accounts, cgroups, checks, roster, turns
 
 CONFIG = Path(__file__).with_name("jupyterhub_config.py")
 START_TIMEOUT_S = 90
@@ -35,7 +39,8 @@ START_TIMEOUT_S = 90
 
 def accounts_journal() -> Journal:
     """Users outlive a reboot, so their journal lives in the state folder, not in /run."""
-    return Journal(path=str(roster.state_dir() / "accounts.journal"), kinds=accounts.KINDS)
+    return Journal(path=str(roster.state_dir() / "accounts.journal"),
+                   kinds={**accounts.KINDS, cgroups.LearnerCgroup.kind: cgroups.LearnerCgroup})
 
 
 @contextmanager
@@ -59,9 +64,10 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
 def _up(learners: list[str], ip: str, port: int, ssl_cert: str | None, ssl_key: str | None, reserve: int) -> list[str]:
     existing = roster.load()
     if existing is not None:
-        state = "running" if _hub_running(existing) else "left behind by a hub that is gone"
-        raise PerflabError(f"a workshop is already set up here ({state}, {existing.url}): "
-                           "`perflab workshop status` shows it, `perflab workshop down` ends it")
+        if _hub_running(existing):
+            raise PerflabError(f"a workshop is already up here ({existing.url}): `perflab workshop status` shows it, "
+                               "`perflab workshop add-learners` adds to it, `perflab workshop down` ends it")
+        return _resume(existing, learners)
     roster.check_new_names(learners, None)
     if reserve < 0:
         raise PerflabError(f"--reserve-cpus {reserve}: give a number of CPUs per learner, or 0 to share them all")
@@ -90,22 +96,54 @@ def _up(learners: list[str], ip: str, port: int, ssl_cert: str | None, ssl_key: 
     try:
         roster.state_folder()
         passwords = _add(workshop, learners)
-        workshop.turns_pid, workshop.turns_started = turns.start(workshop)
-        roster.save(workshop)
-        workshop.hub_pid, workshop.hub_started = _start_hub()
-        roster.save(workshop)
-        _wait_until_serving(workshop)
+        _start_services(workshop)
     except BaseException:
         _undo()
         raise
-    limit = f"{turn_limit_s:g} s (PERFLAB_TURN_LIMIT_S)" if turn_limit_s else "its lab's budget (labs/manifest.toml)"
     return [
         f"perflab workshop: up at {workshop.url}/ (hub log: {roster.state_dir() / 'hub.log'})",
-        f"Measurements queue at {workshop.turns}: one at a time, each at most {limit}.",
+        *_service_lines(workshop),
         f"  instructor  {instructor_password}   (lands on the class dashboard, {workshop.url}/services/dashboard/)",
         *_credential_lines(passwords, workshop.cpus),
-        "Each password is shown only now; `perflab workshop down` ends the workshop and removes the learners' users.",
+        "Each password is shown only now. After a crash or a reboot, `perflab workshop up` resumes this class; "
+        "`perflab workshop down` exports the class's work, then ends the workshop and removes the learners' users.",
     ]
+
+
+def _start_services(workshop: roster.Workshop) -> None:
+    """The queue (unless it still runs), checked from a learner's side, then the hub, until it answers."""
+    if not turns.running(workshop):
+        workshop.turns_pid, workshop.turns_started = turns.start(workshop)
+        roster.save(workshop)
+    checks.require_learners_can_reach(Path(workshop.turns))
+    workshop.hub_pid, workshop.hub_started = _start_hub()
+    roster.save(workshop)
+    _wait_until_serving(workshop)
+
+
+def _service_lines(workshop: roster.Workshop) -> list[str]:
+    limit = (f"{workshop.turn_limit_s:g} s (PERFLAB_TURN_LIMIT_S)" if workshop.turn_limit_s
+             else f"its lab's budget (labs/manifest.toml), and {turns.CLASS_LIMIT_S} s")
+    return [f"Measurements queue at {workshop.turns}: one at a time, each at most {limit}.", cgroups.describe()]
+
+
+def _resume(workshop: roster.Workshop, learners: list[str]) -> list[str]:
+    """Start the class again after its hub died: what the hub left is ended, nothing of the learners' is touched."""
+    new = [name for name in learners if name not in workshop.learners]
+    if new:
+        raise PerflabError(f"{new[0]} is not in the class that `up` resumes here: resume it first (`perflab workshop "
+                           "up`, no names), then `perflab workshop add-learners`")
+    left = [pid for pid in checks.started_by(roster.state_dir())
+            if not (pid == workshop.turns_pid and turns.running(workshop))]
+    for pid in left:
+        _stop(pid, start_time(pid) or 0, grace_s=5)
+    _start_services(workshop)
+    return [f"perflab workshop: resumed the class at {workshop.url}/ (hub log: {roster.state_dir() / 'hub.log'})",
+            f"Ended {len(left)} processes the dead hub had left" + (f" (pids {', '.join(map(str, left))})" if left
+                                                                   else "") + ".",
+            *_service_lines(workshop),
+            f"Every learner ({', '.join(workshop.learners)}) keeps their user, home, password and server; the "
+            "instructor's password is as before."]
 
 
 def add_learners(learners: list[str]) -> list[str]:
@@ -132,9 +170,11 @@ def _add(workshop: roster.Workshop, learners: list[str]) -> dict[str, str]:
         with SystemChanges(WORKSHOP, journal=accounts_journal()) as changes:
             for name in learners:
                 changes.set(accounts.LearnerAccount(roster.system_user(name)), "present")
+                if cgroups.LearnerCgroup(roster.system_user(name)).available():
+                    changes.set(cgroups.LearnerCgroup(roster.system_user(name)), "present")
                 made.append(name)
     except BaseException:
-        users = {roster.system_user(name) for name in made}
+        users = {roster.system_user(name) for name in [*made, *learners[len(made):][:1]]}  # and a half-made one
         accounts_journal().restore(lambda entry: entry.target in users)
         raise
     workshop.learners.update({name: roster.hash_password(password) for name, password in passwords.items()})
@@ -172,7 +212,9 @@ def status() -> dict:
         learners.append({"learner": name, "system_user": roster.system_user(name), "cpus": workshop.cpus.get(name),
                          "server": "running" if server.get("ready") else ("starting" if server else "stopped"),
                          "last_activity": user.get("last_activity")})
-    return {"url": workshop.url, "hub": "running" if running else "not running (run `perflab workshop down`, then up)",
+    return {"url": workshop.url,
+            "hub": "running" if running else ("not running: `perflab workshop up` resumes the class (every learner's "
+                                              "user, home, password and work as they are)"),
             "hub_pid": workshop.hub_pid, "dashboard": f"{workshop.url}/services/dashboard/", "learners": learners}
 
 
@@ -183,13 +225,19 @@ def render_status(found: dict) -> str:
     return "\n".join(lines)
 
 
-def down() -> list[str]:
-    """Stop everything `up` started and remove everything it made; safe to run again after a failure."""
+def down(export: bool = True) -> list[str]:
+    """Export the class, then stop everything `up` started and remove everything it made; safe to run again after
+    a failure."""
     require_root("ending a workshop removes system users")
     workshop = roster.load()
     if workshop is None and not roster.state_dir().exists():
         raise PerflabError("no workshop is up here: nothing to take down")
-    done = _undo()
+    kept = []
+    if export and workshop is not None and workshop.learners:
+        from .export import export_class
+
+        kept = [f"exported every learner's work and the class's grades to {export_class(workshop)} (root's alone)"]
+    done = kept + _undo()
     if accounts_journal().path.exists():  # users that stayed: restore said why, on stderr
         raise PerflabError(f"some learners' users could not be removed (said above); {roster.state_dir()} keeps their "
                            "journal: run `perflab workshop down` again")

@@ -1,13 +1,15 @@
 """JupyterHub's configuration for `perflab workshop up`, read from the roster in PERFLAB_WORKSHOP_DIR.
 
-Learners get JupyterHub's LocalProcessSpawner: a single-user JupyterLab from the course's
-environment, run as their own system user, rooted in their home, with their workspace,
+Learners get JupyterHub's LocalProcessSpawner (in their cgroup: perflab.workshop.spawner): a
+single-user JupyterLab from the course's environment, run as their own system user, rooted in
+their home, with their workspace,
 results and progress in ~/work. The instructor logs in as "instructor" and lands on the class
 dashboard, a hub service. Everything listens on 127.0.0.1 unless `up --ip` says otherwise.
 """
 
 import os
 import pwd
+from pathlib import Path
 
 from perflab.workshop import roster
 from perflab.workshop.checks import PROXY
@@ -36,6 +38,9 @@ c.Authenticator.allow_all = True  # the authenticator itself admits only the ros
 c.Authenticator.admin_users = {roster.INSTRUCTOR}
 
 
+c.JupyterHub.template_paths = [str(Path(roster.__file__).with_name("templates"))]  # the instructor's home: no server
+
+
 def landing(handler):
     user = handler.current_user
     if user is not None and user.name == roster.INSTRUCTOR:
@@ -50,17 +55,24 @@ c.JupyterHub.default_url = landing
 def learner_environment(spawner):
     """Each learner's server: rooted in their home, the workspace ~/work in it as work/ is in the checkout for
     `make lab` (so the course's links name the same paths), on their reserved CPUs if they have some."""
+    if spawner.user.name == roster.INSTRUCTOR:
+        raise ValueError("the instructor has no server of their own: the class is on the dashboard, "
+                         "/services/dashboard/")
     account = pwd.getpwnam(spawner.user.name)
     learner = roster.learner_of(spawner.user.name)
     work = os.path.join(account.pw_dir, "work")
-    os.makedirs(work, mode=0o700, exist_ok=True)
-    os.chown(work, account.pw_uid, account.pw_gid)
+    try:  # made by root in the learner's home: a link the learner put there is never followed
+        os.mkdir(work, mode=0o700)
+        os.chown(work, account.pw_uid, account.pw_gid, follow_symlinks=False)
+    except FileExistsError:
+        pass  # theirs already: the server, as the learner, uses whatever it is
     spawner.notebook_dir = account.pw_dir
     spawner.environment.update(roster.learner_environment(workshop, learner, account.pw_dir))
     if learner in workshop.cpus:  # their server, kernels and labs on their own CPUs
         spawner.cmd = ["taskset", "--cpu-list", workshop.cpus[learner], *c.Spawner.cmd]
 
 
+c.JupyterHub.spawner_class = "perflab.workshop.spawner.LearnerSpawner"
 c.Spawner.pre_spawn_hook = learner_environment
 # ANCHOR_END: learner_environment
 c.Spawner.cmd = [str(roster.VENV_BIN / "jupyterhub-singleuser")]

@@ -1,6 +1,7 @@
 """Re-grading for the instructor: what each learner's progress file calls passed, graded again.
 
-The progress file is in the learner's home, so they can edit it. `perflab workshop regrade`
+The progress file is in the learner's home, so they can edit it, and root reads it and the
+notebooks only as plain files the learner owns (perflab.workshop.learner_files). `perflab workshop regrade`
 grades each exercise it calls passed (every exercise with --all) from the learner's saved
 notebook, as `perflab grade` does, but as the learner's own user (their code never runs as
 root), in an isolated Python (-I: no user site-packages, no PYTHON* variables of theirs),
@@ -23,7 +24,6 @@ import hashlib
 import json
 import os
 import pwd
-import stat
 import subprocess
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -35,7 +35,7 @@ from ..grading import FAILED, PASSED, progress
 from ..manifest.exercises import Exercise, load_manifest
 from ..paths import REPO_ROOT
 from ..results import write_atomic
-from . import roster
+from . import learner_files, roster
 from .hub import require_root
 
 GRADE_TIMEOUT_S = 1800  # a grader that boots VMs takes minutes; a stuck one must not stop the class's re-grade
@@ -72,6 +72,11 @@ def grade_as_learner(learner: str, exercise: str, workshop: roster.Workshop) -> 
         **roster.learner_environment(workshop, learner, account.pw_dir),
     }
     argv = [
+        str(roster.VENV_BIN / "python"),
+        "-m",
+        "perflab.workshop.cgroups",  # held to the learner's limits
+        account.pw_name,
+        "--",
         "runuser",
         "-u",
         account.pw_name,
@@ -116,10 +121,8 @@ def regrade(learners: list[str], every: bool = False, say: Callable[[str], None]
     saved = load_regrades()
     wanted, claims, exercises = [], {}, load_manifest().exercises
     for learner in learners or list(workshop.learners):
-        try:
-            claims[learner] = progress.current(roster.workspace_of(learner) / "progress.txt")
-        except PerflabError:  # unreadable: nothing claimed
-            claims[learner] = {}
+        files = learner_files.of(learner)
+        claims[learner] = progress.current(text=files.text("work/progress.txt")) if files else {}
         wanted += [(learner, e) for e in exercises if every or claims[learner].get(e.name) == PASSED]
     outcomes = {}
     for (learner, exercise), outcome in _outcomes(wanted, workshop, saved, say):
@@ -145,9 +148,10 @@ def _outcomes(wanted: list[tuple[str, Exercise]], workshop: roster.Workshop, sav
     """((learner, exercise), outcome) for each, known ones first, then each grading as it ends."""
     known, to_grade = [], []
     for learner, exercise in wanted:
-        notebook = _fingerprint(roster.workspace_of(learner) / "exercises" / exercise.notebook, exercise)
+        files = learner_files.of(learner)
+        notebook = _fingerprint(files.read(f"work/exercises/{exercise.notebook}") if files else None, exercise)
         before = saved.get(learner, {}).get(exercise.name, {})
-        if notebook and notebook == _fingerprint(exercise.exercise_path, exercise):
+        if notebook and notebook == _fingerprint(exercise.exercise_path.read_bytes(), exercise):
             known.append(
                 ((learner, exercise), {"status": FAILED, "at": _now(), "detail": AS_HANDED_OUT, "notebook": notebook})
             )
@@ -180,22 +184,12 @@ def _outcomes(wanted: list[tuple[str, Exercise]], workshop: roster.Workshop, sav
             yield key, outcome
 
 
-def _fingerprint(notebook: Path, exercise: Exercise) -> str | None:
-    """The notebook's SHA-256 and its grader's (the lab's exercises.py), or None when it is not a plain file.
-
-    Read as root from the learner's folder, so neither a link nor a FIFO is followed."""
-    try:
-        fd = os.open(notebook, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+def _fingerprint(notebook: bytes | None, exercise: Exercise) -> str | None:
+    """The notebook's SHA-256 and its grader's (the lab's exercises.py), or None when there is no notebook (none
+    that is a plain file of the learner's: perflab.workshop.learner_files)."""
+    if notebook is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        digest = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            digest.update(chunk)
-    finally:
-        os.close(fd)
+    digest = hashlib.sha256(notebook)
     grader = REPO_ROOT.joinpath(*exercise.lab.package.split(".")) / "exercises.py"
     digest.update(grader.read_bytes())
     return digest.hexdigest()

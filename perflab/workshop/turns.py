@@ -8,13 +8,18 @@ knows who asks from the socket's peer credentials, not from what the asker says.
 - one turn at a time, in the order asked, except that a learner's second request waits behind
   every other learner's first, so that asking many times at once gains nothing;
 - each turn for at most its lab's budget (labs/manifest.toml, quick or full; a measurement that
-  names no lab, UNNAMED_LIMIT_S), or for PERFLAB_TURN_LIMIT_S when the instructor set it at `up`;
-  root's turns have no limit. At the limit the asker ends its own measurement and says why, and
-  the queue takes the turn back GRACE_S later, whatever the asker does.
+  names no lab, UNNAMED_LIMIT_S), and never longer than the class's limit (PERFLAB_TURN_LIMIT_S
+  when the instructor set it at `up`, else CLASS_LIMIT_S): the queue decides, from what the
+  request names, whatever the asker claims. Root's turns have no limit. At the limit the asker
+  ends its own measurement and says why, and the queue takes the turn back GRACE_S later,
+  whatever the asker does;
+- at most TURNS_PER_MINUTE turns to one learner in any minute: a loop of tiny measurements
+  cannot make the others' places in line jitter.
 
 Each waiter sees their place and an estimate: how long the turns ahead took here (the durations
 file, in the workshop's root-only state folder, which only this service writes), or what the
-manifest expects of a lab run not yet measured here, or at least the sum of their limits.
+manifest expects of a lab run not yet measured here; and always, where every turn ahead has a
+limit, the most it can be.
 """
 
 from __future__ import annotations
@@ -33,15 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PerflabError
-from ..lock import REPEAT_PLACE_S, describe_place, manifest_seconds
+from ..lock import REPEAT_PLACE_S, describe_place, estimate_and_bound, manifest_seconds
 from ..manifest.labs import lab_named, run_named
 from ..processes import start_time
 from ..results import write_atomic
 from ..turns import DEFAULT_SOCKET
-from . import roster
+from . import cgroups, roster
 
 GRACE_S = 5  # after the limit, for the asker to end its own measurement and say why
 UNNAMED_LIMIT_S = 300  # a grader's race or a helper that names no lab: their plans stop within 60 s
+CLASS_LIMIT_S = 600  # no learner's turn longer, whatever its lab's full run may take (lab 4's: 4000 s)
+TURNS_PER_MINUTE = 30  # a notebook's cells may each measure; a tight loop of requests may not
 ASK_WITHIN_S = 10  # a connection that does not say what it measures by then is closed
 START_WITHIN_S = 15
 
@@ -60,28 +67,37 @@ class Request:
 
 
 class Queue:
-    def __init__(self, durations: Path, limit_s: float | None):
+    def __init__(self, durations: Path, limit_s: float | None, on_turn=None):
         self.durations_path = durations
         self.durations = _load(durations)
-        self.limit_s = limit_s
+        self.limit_s = limit_s or CLASS_LIMIT_S
+        self.on_turn = on_turn or (lambda holder_uid: None)  # told of each turn's holder, and None when it ends
         self.waiting: list[Request] = []
         self.holder: Request | None = None
         self.granted_at = 0.0
+        self.granted: dict[int, list[float]] = {}  # uid -> when its turns of the last minute began
         self.changed = asyncio.Event()
 
     def order(self) -> list[Request]:
         return sorted(self.waiting, key=lambda request: (request.rank, request.since))
 
     def limit_of(self, what: str, uid: int) -> float | None:
+        """The turn's length, from the lab that `what` names, within the class's limit; None (no limit) for root."""
         if uid == 0:
             return None
-        if self.limit_s:
-            return self.limit_s
         run = run_named(what)
         if run:
-            return run[0].budget_s.of(quick=run[1])
-        lab = lab_named(what)
-        return lab.budget_s.quick if lab else UNNAMED_LIMIT_S
+            budget = run[0].budget_s.of(quick=run[1])
+        else:
+            lab = lab_named(what)
+            budget = lab.budget_s.quick if lab else UNNAMED_LIMIT_S
+        return min(budget, self.limit_s)
+
+    def rate_wait(self, uid: int, now: float) -> float:
+        """How long the learner must wait before their next turn, having had TURNS_PER_MINUTE in the last minute."""
+        recent = [began for began in self.granted.get(uid, []) if now - began < 60]
+        self.granted[uid] = recent
+        return 0.0 if uid == 0 or len(recent) < TURNS_PER_MINUTE else 60 - (now - recent[0])
 
     def expected(self, what: str) -> float | None:
         return self.durations.get(what) or manifest_seconds(what)
@@ -94,13 +110,11 @@ class Queue:
         if self.holder is not None:
             ran = time.monotonic() - self.granted_at
             expected = self.expected(self.holder.what)
-            estimates.append(None if expected is None else max(expected - ran, 1.0))
+            # a turn past what it usually takes has no estimate left, only its limit
+            estimates.append(None if expected is None or ran > expected else expected - ran)
             limits.append(None if self.holder.limit is None else max(self.holder.limit + GRACE_S - ran, 0.0))
-        if None not in estimates:
-            estimate = f"about {sum(estimates):.0f} s"
-        else:
-            estimate = "no estimate yet" + (f", at most {sum(limits):.0f} s" if None not in limits else "")
-        return describe_place(len(ahead) + 1, estimate, self.holder.describe() if self.holder else "a turn ending")
+        return describe_place(len(ahead) + 1, estimate_and_bound(estimates, limits),
+                              self.holder.describe() if self.holder else "a turn ending")
 
     def _changed(self) -> None:
         self.changed.set()
@@ -134,22 +148,28 @@ class Queue:
                 self.waiting.remove(request)
             if self.holder is request:
                 self.holder = None
+                self.on_turn(None)
             self._changed()
 
     async def _wait_for_turn(self, request: Request, writer: asyncio.StreamWriter, hearing: asyncio.Future) -> bool:
         said, said_at = "", 0.0
-        while self.holder is not None or self.order()[0] is not request:
-            line = self.place(request)
+        while (rest := self.rate_wait(request.uid, time.monotonic())) or self.holder is not None \
+                or self.order()[0] is not request:
+            line = self.place(request) if not rest else (
+                f"{request.user} had {TURNS_PER_MINUTE} turns in the last minute: the next in at most {rest:.0f} s")
             if line.split(",")[0] != said.split(",")[0] or time.monotonic() - said_at > REPEAT_PLACE_S:
                 await _send(writer, {"waiting": line})
                 said, said_at = line, time.monotonic()
             changed = asyncio.ensure_future(self.changed.wait())
-            await asyncio.wait({hearing, changed}, timeout=REPEAT_PLACE_S, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({hearing, changed}, timeout=min(REPEAT_PLACE_S, rest or REPEAT_PLACE_S),
+                               return_when=asyncio.FIRST_COMPLETED)
             changed.cancel()
             if hearing.done():
                 return False  # the asker left the line
         self.waiting.remove(request)
         self.holder, self.granted_at = request, time.monotonic()
+        self.granted.setdefault(request.uid, []).append(self.granted_at)
+        self.on_turn(request.uid)
         self._changed()
         await _send(writer, {"turn": request.limit})
         print(f"turn: {request.describe()}, limit {request.limit or 'none'}", flush=True)
@@ -162,6 +182,7 @@ class Queue:
         took = time.monotonic() - self.granted_at
         if not hearing.done():
             self.holder = None  # taken back: the next in line measures now
+            self.on_turn(None)
             self._changed()
             print(f"over: {request.describe()} still measured {took:.0f} s into its turn", flush=True)
             await hearing
@@ -174,7 +195,9 @@ class Queue:
 
     async def serve_at(self, path: Path) -> None:
         made = not path.parent.exists()
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if made:
+            os.chmod(path.parent, 0o755)  # every learner must reach the socket; the service's umask is 077
         path.unlink(missing_ok=True)
         server = await asyncio.start_unix_server(self.serve, path=str(path))
         os.chmod(path, 0o666)  # every user may ask; only root may replace it, in a folder of root's
@@ -200,12 +223,12 @@ def _peer_uid(writer: asyncio.StreamWriter) -> int:
 
 
 def _shown_name(uid: int) -> str:
-    if uid == 0:
-        return "the instructor"
+    """A learner's name as the class knows it; anyone else by their login, so root's runs are not the instructor's."""
     try:
-        return roster.learner_of(pwd.getpwuid(uid).pw_name)
+        user = pwd.getpwuid(uid).pw_name
     except KeyError:
         return f"user {uid}"
+    return roster.learner_of(user) if user.startswith(roster.PREFIX) else user
 
 
 def _load(path: Path) -> dict[str, float]:
@@ -253,6 +276,12 @@ def start(workshop: roster.Workshop) -> tuple[int, int]:
     return process.pid, start_time(process.pid) or 0
 
 
+def running(workshop: roster.Workshop) -> bool:
+    """Whether the queue `up` started still runs (by its pid and start time: a reused pid is not the queue)."""
+    pid, started = workshop.turns_pid, workshop.turns_started
+    return bool(pid and started) and start_time(pid) == started
+
+
 def stop(pid: int | None, started: int | None, path: Path) -> list[str]:
     """SIGTERM the service (SIGKILL if it lingers), checking it is still the process that was started; the socket
     goes too, and its folder when it is the default one (after a kill -9 nothing else removes them)."""
@@ -274,9 +303,22 @@ def _answers(path: Path) -> bool:
         return probe.connect_ex(str(path)) == 0
 
 
+def hold_the_others_off(uid: int | None) -> None:
+    """While a turn runs, every other learner's CPU weight at the least (perflab.workshop.cgroups); all normal
+    again when it ends, and when the queue starts (one killed mid-turn left them low)."""
+    try:
+        workshop = roster.load()
+        holder = None if uid is None else pwd.getpwuid(uid).pw_name
+    except (PerflabError, KeyError):
+        return
+    if workshop is not None:
+        cgroups.yield_to(holder, [roster.system_user(name) for name in workshop.learners])
+
+
 def main() -> None:
     limit = os.environ.get("PERFLAB_TURN_LIMIT_S")
-    queue = Queue(roster.state_dir() / "durations.json", float(limit) if limit else None)
+    queue = Queue(roster.state_dir() / "durations.json", float(limit) if limit else None, hold_the_others_off)
+    hold_the_others_off(None)
     print(f"perflab workshop's measurement queue, pid {os.getpid()}, at {os.environ['PERFLAB_TURNS']}", flush=True)
     asyncio.run(queue.serve_at(Path(os.environ["PERFLAB_TURNS"])))
 

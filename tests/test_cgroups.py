@@ -1,0 +1,118 @@
+"""Each learner in a cgroup of their own: made and removed through the journal, entered before their code runs,
+and, while another learner measures, holding a CPU weight so low that their busy loop barely shares the CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perflab.journal import WORKSHOP, Journal, SystemChanges
+from perflab.sysfs import SysRoot, default_root
+from perflab.workshop import cgroups
+
+LIVE = cgroups.layout(default_root()) if os.path.isdir("/sys/fs/cgroup") else None
+live = pytest.mark.skipif(os.geteuid() != 0 or LIVE is None,
+                          reason="needs root and a machine with cpu, memory and pids cgroup controllers")
+
+
+def _tree(tmp_path, controllers: str | None, v1: bool = False) -> SysRoot:
+    (tmp_path / "proc").mkdir(parents=True)
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal:       24000000 kB\n")
+    group = tmp_path / "sys" / "fs" / "cgroup"
+    group.mkdir(parents=True)
+    if controllers is not None:
+        (group / "cgroup.controllers").write_text(controllers + "\n")
+    for name in ("cpu", "memory", "pids") if v1 else ():
+        (group / name).mkdir()
+        (group / name / "cgroup.procs").write_text("")
+    return SysRoot(tmp_path)
+
+
+def test_the_layout_follows_what_the_machine_mounts(tmp_path):
+    assert cgroups.layout(_tree(tmp_path / "v2", "cpuset cpu io memory pids")) is cgroups.V2
+    assert cgroups.layout(_tree(tmp_path / "v1", "", v1=True)) is cgroups.V1  # an empty unified hierarchy, as here
+    bare = _tree(tmp_path / "none", "cpu")
+    assert cgroups.layout(bare) is None and "without limits" in cgroups.describe(bare)
+    said = cgroups.describe(_tree(tmp_path / "v2b", "cpu memory pids"))
+    assert "(v2)" in said and f"at most {int(24000000 * 1024 * cgroups.MEMORY_SHARE) >> 20} MiB" in said
+    assert said.count("\n") == 0
+
+
+@pytest.fixture
+def group(tmp_path):
+    """A learner's group made through a journal of its own, as `up` makes one; restored however the test ends."""
+    journal = Journal(path=str(tmp_path / "accounts.journal"),
+                      kinds={cgroups.LearnerCgroup.kind: cgroups.LearnerCgroup})
+    user = f"perflab-t{os.getpid() % 100000}"
+    with SystemChanges(WORKSHOP, journal=journal) as changes:
+        changes.set(cgroups.LearnerCgroup(user), "present")
+    try:
+        yield user
+    finally:
+        journal.restore(lambda entry: entry.owner == WORKSHOP)
+    assert cgroups.LearnerCgroup(user).read() == "absent" and not journal.path.exists()
+
+
+def _in_group(user: str, argv: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "perflab.workshop.cgroups", user, "--", *argv])
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@live
+def test_a_learners_group_holds_their_processes_to_its_limits_and_down_ends_them(group):
+    knob = cgroups.LearnerCgroup(group)
+    root = knob.root
+    assert root.read(knob._file("pids.max")) == str(cgroups.PROCESSES_MAX)
+    assert int(root.read(knob._file(knob.layout.memory))) == cgroups._memory_limit(root)
+    sleeper = _in_group(group, ["sleep", "60"])
+    time.sleep(0.3)
+    marks = ("0::",) if knob.layout.version == 2 else (":cpu:", ":memory:", ":pids:")
+    lines = [line for line in open(f"/proc/{sleeper.pid}/cgroup") if any(mark in line for mark in marks)]
+    assert len(lines) == len(marks) and all(line.strip().endswith(f"/{cgroups.GROUP}/{group}") for line in lines)
+    cgroups.LearnerCgroup(group).write("absent")  # as `down` does: what still runs in it is ended first
+    assert sleeper.wait(timeout=10) == -9
+
+
+@live
+@pytest.mark.live  # two busy loops share a CPU: alone, after the tests that run side by side
+@pytest.mark.parametrize("holder", ["root", "classmate"])
+def test_while_another_measures_a_classmates_busy_loop_yields_the_cpu(group, holder, tmp_path):
+    """Two busy loops on one CPU: the one in a yielding group gets a sliver of it, the measuring one nearly all,
+    whether root measures (outside the class) or another learner (a sibling group)."""
+    cpu = str(sorted(os.sched_getaffinity(0))[-1])
+    spin = ["taskset", "-c", cpu, sys.executable, "-c", "while True: pass"]
+    other = f"perflab-u{os.getpid() % 100000}"
+    journal = Journal(path=str(tmp_path / "other.journal"), kinds={cgroups.LearnerCgroup.kind: cgroups.LearnerCgroup})
+    if holder == "classmate":
+        with SystemChanges(WORKSHOP, journal=journal) as changes:
+            changes.set(cgroups.LearnerCgroup(other), "present")
+    classmate = _in_group(group, spin)
+    measuring = _in_group(other, spin) if holder == "classmate" else subprocess.Popen(spin)
+    try:
+        cgroups.yield_to(other if holder == "classmate" else "root", [group, other])
+        time.sleep(0.5)
+        before = _cpu_seconds(classmate.pid), _cpu_seconds(measuring.pid)
+        time.sleep(2.0)
+        theirs, ours = (_cpu_seconds(p.pid) - b for p, b in zip((classmate, measuring), before))
+        # weights 2 against 1024 give the classmate 0.2%; a host that steals or moves vCPUs blurs it, not 20%
+        assert ours > 0.5 and theirs < 0.2 * ours, f"the classmate kept {theirs:.2f} s against {ours:.2f} s"
+        cgroups.yield_to(None, [group, other])
+        assert knob_value(group) == cgroups.LearnerCgroup(group).layout.normal
+    finally:
+        for process in (classmate, measuring):
+            process.kill()
+            process.wait()
+        journal.restore(lambda entry: entry.owner == WORKSHOP)
+
+
+def knob_value(user: str) -> str:
+    knob = cgroups.LearnerCgroup(user)
+    return knob.root.read(knob._file(knob.layout.cpu))
