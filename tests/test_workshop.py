@@ -26,7 +26,8 @@ import pytest
 from conftest import HOLD_A_TURN_AND_THE_LOCK, REPO, run_cli
 from perflab import lock
 from perflab.labs import CannotShow
-from perflab.workshop import dashboard, dashboard_page, roster, turns
+from perflab.sysfs import default_root
+from perflab.workshop import cgroups, dashboard, dashboard_page, roster, turns
 from perflab.workshop.learner_files import LearnerFiles
 
 CHROMIUM = shutil.which("chromium")
@@ -451,6 +452,36 @@ def _until_said(process: subprocess.Popen, text: str) -> str:
     return said
 
 
+def _run_all_cells(page) -> str:
+    """Run every cell of the notebook open in `page`, as a learner would from the Run menu; the text of its
+    outputs once the kernel is idle again."""
+    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page.wait_for_selector(idle)
+    page.keyboard.press("Escape")
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='busy']")
+    page.wait_for_selector(idle, timeout=300_000)
+    page.keyboard.press("Control+s")  # saved, so no autosave changes the learner's files later in the test
+    page.wait_for_selector(".jp-mod-dirty", state="detached")
+    return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+
+
+def _server_pid(user: str) -> int:
+    """The learner's JupyterLab: the jupyterhub-singleuser process running as their user."""
+    found = subprocess.run(["pgrep", "-u", user, "-f", "jupyterhub-singleuser"], capture_output=True, text=True)
+    return int(found.stdout.split()[0])
+
+
+def _digests(home: Path) -> dict[str, str]:
+    """Every file of a learner's work by its SHA-256 (read as root: the test's own learners, no links)."""
+    import hashlib
+
+    return {str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((home / "work").rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
 def _as_learner_fails(user: str, command: str) -> str:
     """Run a shell command as a learner; assert it fails, and return what it said."""
     done = subprocess.run(["runuser", "-u", user, "--", "sh", "-c", command], capture_output=True, text=True)
@@ -480,7 +511,7 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
     learners = [f"alice{suffix}", f"bob{suffix}", f"carol{suffix}"]
     users = [roster.system_user(name) for name in learners]
     state = tmp_path / "state"
-    queue = shared_lock.parent / "turns.sock"  # in a folder learners can reach, as /run/perflab-workshop
+    queue = shared_lock.parent / "queue" / "turns.sock"  # a folder `up` makes, as /run/perflab-workshop after a boot
     env = {"PERFLAB_WORKSHOP_DIR": str(state), "PERFLAB_TURNS": str(queue), "PERFLAB_TURN_LIMIT_S": str(TURN_LIMIT_S)}
     port = _free_port()
     up = run_cli("workshop", "up", *learners, "--port", str(port), env=env, timeout=180)
@@ -490,10 +521,12 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
         passwords = {line.split()[0]: line.split()[1] for line in up.stdout.splitlines() if line.startswith("  ")}
         assert set(passwords) == {"instructor", *learners}
         assert f"Measurements queue at {queue}: one at a time, each at most {TURN_LIMIT_S} s" in up.stdout
+        assert stat.S_IMODE(queue.parent.stat().st_mode) == 0o755, "a queue folder learners cannot enter"
         turns_pid = json.loads((state / "workshop.json").read_text())["turns_pid"]
         url = f"http://127.0.0.1:{port}"
         for user in users:
             assert oct(Path(pwd.getpwnam(user).pw_dir).stat().st_mode & 0o777) == "0o700", "a home others can read"
+            assert (cgroups.LearnerCgroup(user).read() == "present") == (cgroups.layout(default_root()) is not None)
 
         again = run_cli("workshop", "add-learners", learners[0], env=env)
         assert again.returncode == 2 and "already in this workshop" in again.stderr and again.stderr.count("\n") == 1
@@ -511,6 +544,12 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             chapter.wait_for_url(f"**/user/{users[-1]}/perflab/book/labs/05-numa-static-data.html")
             chapter.get_by_role("link", name="your copy").click()  # and the chapter's link back to the notebook
             chapter.wait_for_url(f"**/user/{users[-1]}/lab/tree/work/labs/05-numa-static-data/lab.ipynb")
+            verdict = _run_all_cells(chapter)  # the lab measures from the learner's notebook, through the queue
+            assert any(word in verdict for word in ("reproduced", "inconclusive")), verdict
+            assert "does not answer" not in verdict and "Permission denied" not in verdict, verdict
+            server = _server_pid(users[-1])
+            if cgroups.layout(default_root()) is not None:
+                assert f"{cgroups.GROUP}/{users[-1]}" in Path(f"/proc/{server}/cgroup").read_text(), "out of its group"
             landed = Path(pwd.getpwnam(users[0]).pw_dir) / "work" / "labs"
             assert landed.is_dir() and landed.stat().st_uid == pwd.getpwnam(users[0]).pw_uid
 
@@ -589,14 +628,35 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             table = page.request.get(f"{url}/services/dashboard/class.csv").text()
             assert f"{learners[0]},exercise,c2c-harmonic-mean,passed" in table
             assert f"{learners[1]},lab,numa-static-data," in table
-            browser.close()
+            assert f"{learners[2]},lab,numa-static-data," in table, "the notebook's run is not on the dashboard"
 
-        status = json.loads(run_cli("workshop", "status", "--json", env=env).stdout)
-        assert {row["learner"]: row["server"] for row in status["learners"]} == dict.fromkeys(learners, "running")
-        os.kill(status["hub_pid"], signal.SIGKILL)  # down must leave nothing even after the hub died unclean
+            # The hub dies (kill -9); `up` resumes the same class: files, passwords and servers as they were.
+            status = json.loads(run_cli("workshop", "status", "--json", env=env).stdout)
+            assert {row["learner"]: row["server"] for row in status["learners"]} == dict.fromkeys(learners, "running")
+            homes = [Path(pwd.getpwnam(user).pw_dir) for user in users]
+            before = [_digests(home) for home in homes]
+            os.kill(status["hub_pid"], signal.SIGKILL)
+            said = json.loads(run_cli("workshop", "status", "--json", env=env).stdout)["hub"]
+            assert "`perflab workshop up` resumes the class" in said, said
+            resumed = run_cli("workshop", "up", env=env, timeout=180)
+            assert resumed.returncode == 0 and "resumed the class" in resumed.stdout, resumed.stderr
+            assert [_digests(home) for home in homes] == before, "a learner's file changed across the resume"
+            assert _server_pid(users[-1]) == server, "the learner's server did not survive the hub"
+            again = _log_in(browser, url, learners[0], passwords[learners[0]], f"**/user/{users[0]}/perflab/**")
+            assert "perflab" in again.content()
+            browser.close()
     finally:
         down = run_cli("workshop", "down", env=env, timeout=180)
     assert down.returncode == 0, down.stderr
+    exported = next((state.with_name("state-exports")).iterdir())
+    assert f"exported every learner's work and the class's grades to {exported}" in down.stdout
+    assert sorted(p.name for p in exported.iterdir()) == sorted(
+        ["class.csv", "export.txt", "regrades.json", *(f"{name}.tar.gz" for name in learners)])
+    assert stat.S_IMODE(exported.stat().st_mode) == 0o700 and exported.stat().st_uid == 0
+    listed = subprocess.run(["tar", "-tzf", str(exported / f"{learners[0]}.tar.gz")], capture_output=True, text=True)
+    assert "work/exercises/01-core-to-core/harmonic-mean.ipynb" in listed.stdout.splitlines()
+    assert f"{learners[0]},exercise,c2c-harmonic-mean,passed" in (exported / "class.csv").read_text()
+    assert all(cgroups.LearnerCgroup(user).read() != "present" for user in users if cgroups.layout(default_root()))
     for user in users:
         with pytest.raises(KeyError):
             pwd.getpwnam(user)

@@ -266,7 +266,8 @@ def _undo() -> list[str]:
     journal = accounts_journal()
     if journal.path.exists():
         removed = journal.restore(lambda entry: entry.owner == WORKSHOP)
-        done += [f"removed the user {line.split()[1]}" for line in removed]
+        what = {accounts.LearnerAccount.kind: "the user", cgroups.LearnerCgroup.kind: "the cgroup of"}
+        done += [f"removed {what.get(line.split()[0], line.split()[0])} {line.split()[1]}" for line in removed]
     if journal.path.exists():  # the record of users that stayed: deleting it would leave them for good
         return done
     if roster.state_dir().exists():

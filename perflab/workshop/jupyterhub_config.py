@@ -11,6 +11,8 @@ import os
 import pwd
 from pathlib import Path
 
+from tornado import web
+
 from perflab.workshop import roster
 from perflab.workshop.checks import PROXY
 
@@ -56,8 +58,8 @@ def learner_environment(spawner):
     """Each learner's server: rooted in their home, the workspace ~/work in it as work/ is in the checkout for
     `make lab` (so the course's links name the same paths), on their reserved CPUs if they have some."""
     if spawner.user.name == roster.INSTRUCTOR:
-        raise ValueError("the instructor has no server of their own: the class is on the dashboard, "
-                         "/services/dashboard/")
+        raise web.HTTPError(403, "the instructor has no server of their own: the class is on the dashboard, "
+                                 "/services/dashboard/")
     account = pwd.getpwnam(spawner.user.name)
     learner = roster.learner_of(spawner.user.name)
     work = os.path.join(account.pw_dir, "work")

@@ -119,7 +119,7 @@ def give(user: str, folder: Path, into: str) -> None:
                           into], input=archive.getvalue(), text=False, cwd=pwd.getpwnam(user).pw_dir,
                          timeout=GIVE_TIMEOUT_S)
     if done.returncode != 0:
-        said = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        said = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[0]
         raise PerflabError(f"cannot put {folder.name} in {user}'s ~/{into} ({said}): is it a folder of theirs?")
 
 
