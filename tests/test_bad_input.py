@@ -463,6 +463,12 @@ CASES = [
         ["workshop", "up", "ann", "--turn-limit", "ten"],
         "--turn-limit takes seconds, not 'ten'",
     ),
+    (  # no names resumes a class; with none to resume, it says what `up` needs (as root; else that it needs root)
+        "workshop up with no learner and no class to resume",
+        nothing,
+        ["workshop", "up"],
+        "name at least one learner|run it as root",
+    ),
     # -- c2c: where the heatmap goes, and matrices too empty to advise from
     (
         "heatmap into /proc (root may write there, the kernel says no)",
@@ -553,6 +559,7 @@ ENVIRONMENT = {  # the rows whose bad input is in the environment rather than on
     "list with a progress file that is a folder": ("PERFLAB_PROGRESS", "{tmp}/progress-folder"),
     "progress with a progress file that is a folder": ("PERFLAB_PROGRESS", "{tmp}/progress-folder"),
     "probe of a missing sysroot": ("PERFLAB_SYSROOT", "{tmp}/no-such-machine"),
+    "workshop up with no learner and no class to resume": ("PERFLAB_WORKSHOP_DIR", "{tmp}/no-workshop"),
 }
 
 

@@ -123,7 +123,7 @@ def _start_services(workshop: roster.Workshop) -> None:
 
 def _service_lines(workshop: roster.Workshop) -> list[str]:
     limit = (f"{workshop.turn_limit_s:g} s (PERFLAB_TURN_LIMIT_S)" if workshop.turn_limit_s
-             else f"its lab's budget (labs/manifest.toml), and {turns.CLASS_LIMIT_S} s")
+             else f"its lab's budget (labs/manifest.toml), never over {turns.CLASS_LIMIT_S} s")
     return [f"Measurements queue at {workshop.turns}: one at a time, each at most {limit}.", cgroups.describe()]
 
 
