@@ -116,3 +116,18 @@ def test_while_another_measures_a_classmates_busy_loop_yields_the_cpu(group, hol
 def knob_value(user: str) -> str:
     knob = cgroups.LearnerCgroup(user)
     return knob.root.read(knob._file(knob.layout.cpu))
+
+
+@live
+def test_a_queue_killed_mid_turn_leaves_no_learner_yielding_once_it_starts_again(group, tmp_path, monkeypatch):
+    from perflab.workshop import roster, turns
+
+    monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(roster, "system_user", lambda learner: group)
+    roster.save(roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h", learners={"alice": "h"}))
+    turns.hold_the_others_off(0)  # root's turn: the class yields as a whole
+    knob = cgroups.LearnerCgroup(group)
+    assert knob.root.read(f"{knob.layout.folders[0]}/{knob.layout.cpu}") == knob.layout.yielding
+    turns.hold_the_others_off(None)  # what the queue does as it starts, before it serves anyone
+    assert knob.root.read(f"{knob.layout.folders[0]}/{knob.layout.cpu}") == knob.layout.normal
+    assert knob_value(group) == knob.layout.normal

@@ -64,10 +64,10 @@ def up(learners: list[str], ip: str = "127.0.0.1", port: int = 8000, ssl_cert: s
 def _up(learners: list[str], ip: str, port: int, ssl_cert: str | None, ssl_key: str | None, reserve: int) -> list[str]:
     existing = roster.load()
     if existing is not None:
-        if _hub_running(existing):
+        if _hub_running(existing) and turns.running(existing):
             raise PerflabError(f"a workshop is already up here ({existing.url}): `perflab workshop status` shows it, "
                                "`perflab workshop add-learners` adds to it, `perflab workshop down` ends it")
-        return _resume(existing, learners)
+        return _resume(existing, learners) if not _hub_running(existing) else _restart_queue(existing)
     roster.check_new_names(learners, None)
     if reserve < 0:
         raise PerflabError(f"--reserve-cpus {reserve}: give a number of CPUs per learner, or 0 to share them all")
@@ -125,6 +125,15 @@ def _service_lines(workshop: roster.Workshop) -> list[str]:
     limit = (f"{workshop.turn_limit_s:g} s (PERFLAB_TURN_LIMIT_S)" if workshop.turn_limit_s
              else f"its lab's budget (labs/manifest.toml), never over {turns.CLASS_LIMIT_S} s")
     return [f"Measurements queue at {workshop.turns}: one at a time, each at most {limit}.", cgroups.describe()]
+
+
+def _restart_queue(workshop: roster.Workshop) -> list[str]:
+    """The hub runs but the queue died: start it again (it puts every learner's CPU weight back as it starts)."""
+    workshop.turns_pid, workshop.turns_started = turns.start(workshop)
+    roster.save(workshop)
+    checks.require_learners_can_reach(Path(workshop.turns))
+    return [f"perflab workshop: the hub at {workshop.url}/ runs; started its measurement queue again "
+            f"(pid {workshop.turns_pid}): learners measure again, nothing else changed.", *_service_lines(workshop)]
 
 
 def _resume(workshop: roster.Workshop, learners: list[str]) -> list[str]:
@@ -215,11 +224,13 @@ def status() -> dict:
     return {"url": workshop.url,
             "hub": "running" if running else ("not running: `perflab workshop up` resumes the class (every learner's "
                                               "user, home, password and work as they are)"),
+            "queue": "running" if turns.running(workshop) else "not running: `perflab workshop up` starts it again",
             "hub_pid": workshop.hub_pid, "dashboard": f"{workshop.url}/services/dashboard/", "learners": learners}
 
 
 def render_status(found: dict) -> str:
-    lines = [f"workshop {found['url']}/  hub: {found['hub']}", f"dashboard: {found['dashboard']}", ""]
+    lines = [f"workshop {found['url']}/  hub: {found['hub']}", f"measurement queue: {found['queue']}",
+             f"dashboard: {found['dashboard']}", ""]
     lines += [f"  {row['learner']:<16} {row['server']:<9} last active {row['last_activity'] or 'never'}"
               + (f"  CPUs {row['cpus']}" if row["cpus"] else "") for row in found["learners"]]
     return "\n".join(lines)
