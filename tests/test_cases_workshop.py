@@ -65,6 +65,18 @@ def test_a_learner_gets_a_case_whose_files_do_not_hold_its_seed(class_of_one):
     assert case_workshop.give_cases(["alice"], say=lambda _: None) == [f"alice: has {folder.name} already"]
 
 
+def test_a_cases_folder_linked_to_a_root_folder_is_never_given_away(class_of_one, tmp_path):
+    """`~/work/cases` replaced by a link to a folder of root's: root writes nothing there and chowns nothing."""
+    roots = tmp_path / "roots"
+    roots.mkdir(mode=0o755)
+    subprocess.run(["runuser", "-u", roster.system_user("alice"), "--", "ln", "-s", str(roots),
+                    str(class_of_one / "cases")], check=True)
+    said = case_workshop.give_cases([], say=lambda _: None)
+    assert len(said) == 1 and said[0].startswith("alice: no case given: cannot put case-"), said
+    assert roots.stat().st_uid == 0 and list(roots.iterdir()) == [], "root's folder was written or given away"
+    assert store.sealed_cases() == {}, "a case was remembered that the learner never got"
+
+
 def test_the_learner_reads_neither_the_seed_nor_the_causes(class_of_one, monkeypatch):
     case_workshop.give_cases([], say=lambda _: None)
     (folder,) = (class_of_one / "cases").iterdir()

@@ -270,6 +270,22 @@ def test_the_dashboard_shows_a_passed_exercise_a_regrade_did_not_pass():
     assert "alice,exercise,nsd-hunt,failed,,,\r\n" in table or "alice,exercise,nsd-hunt,failed,,,\n" in table
 
 
+def test_the_dashboard_lists_every_case_of_a_learners_with_its_kind(tmp_path):
+    """A case drawn with `case new` (a folder and the learner's own grade), and one given and re-graded."""
+    (tmp_path / "work" / "cases" / "case-17").mkdir(parents=True)
+    (tmp_path / "work" / "cases" / "case-99").mkdir()
+    (tmp_path / "work" / "progress.txt").write_text("case-17 failed 2026-01-01T00:00:00Z\n")
+    state = dashboard.learner_state("ana", LearnerFiles(tmp_path, os.getuid()), machine=None)
+    state.regrades = {"case-5": {"status": "passed", "at": "2026-01-01T10:00:00Z", "detail": "3 of 3"}}
+    assert state.all_cases() == ["case-17", "case-99", "case-5"]
+    table = dashboard.class_csv([state])
+    assert "ana,case,case-17,failed,,," in table and "ana,case,case-99,drawn,,," in table
+    assert "ana,case,case-5,not graded by the learner,,,re-graded passed 2026-01-01T10:00:00Z 3 of 3" in table
+    assert ",exercise,case-" not in table
+    page = dashboard_page.render_html([state])
+    assert "case-17: their grade: failed" in page and "case-5: not graded by them; re-graded passed (3 of 3)" in page
+
+
 def test_regrade_bad_input_is_one_line(tmp_path):
     env = {"PERFLAB_WORKSHOP_DIR": str(tmp_path / "s")}
     for argv, said in ((["workshop", "status", "--all"], "--all is for `perflab workshop regrade`"),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PerflabError
+from ..lock import measurement_lock
 from ..paths import workspace_dir
 from ..probe import online_cpus
 from . import source
@@ -159,10 +160,11 @@ def _symptom(case: Case, say) -> tuple[float, float]:
             build(case.release_source(fixed), binary)
             arms[fixed] = case.release_start(fixed).argv(binary, "--requests", str(QUICK_REQUESTS), "--json")
         rates = {fixed: [] for fixed in arms}
-        for _ in range(3):
-            for fixed, argv in arms.items():
-                report = run(argv)
-                rates[fixed].append(report["requests"] / report["seconds"])
+        with measurement_lock("perflab case new"):  # the rates in the README are timed: one measurement at a time
+            for _ in range(3):
+                for fixed, argv in arms.items():
+                    report = run(argv)
+                    rates[fixed].append(report["requests"] / report["seconds"])
     return statistics.median(rates[True]), statistics.median(rates[False])
 
 
