@@ -619,6 +619,16 @@ def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_not
             grade = _as_learner(learners[0], perflab, "grade", "c2c-harmonic-mean", lock_file=shared_lock, queue=queue)
             graded = grade.communicate(timeout=300)
             assert grade.returncode == 0, graded
+            # a grader that measures afresh: its fresh run takes a turn of the class's queue, as the learner
+            pair = Path("01-core-to-core") / "measure-pair.ipynb"
+            theirs = Path(pwd.getpwnam(users[1]).pw_dir) / "work" / "exercises" / pair
+            shutil.copyfile(REPO / "solutions" / pair, theirs)
+            shutil.chown(theirs, users[1], users[1])
+            measured = _as_learner(learners[1], perflab, "grade", "c2c-measure-pair", "--json", lock_file=shared_lock,
+                                   queue=queue)
+            out, err = measured.communicate(timeout=300)
+            assert json.loads(out)["status"] in ("passed", "inconclusive"), err
+            assert "perflab grade: CPUs " in (state / "durations.json").read_text(), "it measured outside the queue"
             with (workspace / "progress.txt").open("a") as progress_file:  # as a learner could
                 progress_file.write("llc-predict passed 2026-01-01T00:00:00Z\n")
             claimed = (workspace / "progress.txt").read_text()

@@ -155,8 +155,8 @@ def cmd_cases(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from ..workshop import hub
+    from ..workshop import export, hub
 
-    lines = hub.down(export=not args.no_export)
+    lines = ([] if args.no_export else export.before_down()) + hub.down()
     print("\n".join(lines) if lines else "perflab workshop: nothing was left to remove")
     return 0

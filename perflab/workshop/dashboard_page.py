@@ -6,13 +6,16 @@ from __future__ import annotations
 import base64
 import html
 import io
+from typing import TYPE_CHECKING
 
 from ..grading import written
 from ..grading.kernel import read_notebook
 from ..manifest.exercises import load_manifest
 from ..manifest.labs import available, find
 from ..verdict import COLOURS
-from .dashboard import LearnerState
+
+if TYPE_CHECKING:  # the state is the dashboard's, which serves this page
+    from .dashboard import LearnerState
 
 
 def class_figure(states: list[LearnerState]):

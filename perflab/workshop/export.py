@@ -15,12 +15,23 @@ from pathlib import Path
 
 from ..errors import PerflabError
 from . import learner_files, roster
+from .hub import require_root
 from .regrade import regrades_path
 
 
 def exports_dir() -> Path:
     state = roster.state_dir()
     return state.with_name(state.name + "-exports")
+
+
+def before_down() -> list[str]:
+    """What `perflab workshop down` does first: the class's export, and the line that says where; nothing when no
+    class is set up here (down then says so itself)."""
+    require_root("exporting a class reads every learner's work")
+    workshop = roster.load()
+    if workshop is None or not workshop.learners:
+        return []
+    return [f"exported every learner's work and the class's grades to {export_class(workshop)} (root's alone)"]
 
 
 def export_class(workshop: roster.Workshop) -> Path:

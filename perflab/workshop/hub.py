@@ -7,7 +7,7 @@ configurable-http-proxy and the dashboard service. A failure part-way undoes wha
 `up` again after the hub died (a crash, a kill, a reboot) resumes the same class: it ends what the
 dead hub left (its proxy, the dashboard), starts the queue if it is gone, and starts the hub on the
 same roster and database, so every learner keeps their user, home, password and running server.
-`down` first exports the class's work and grades (perflab.workshop.export), then stops the hub
+`down` (after `perflab workshop down` exported the class: perflab.workshop.export) stops the hub
 (which stops the learners' servers and the proxy), removes exactly the users and cgroups the
 journal recorded, deletes the state folder, and checks that no port is left open.
 """
@@ -236,19 +236,14 @@ def render_status(found: dict) -> str:
     return "\n".join(lines)
 
 
-def down(export: bool = True) -> list[str]:
-    """Export the class, then stop everything `up` started and remove everything it made; safe to run again after
-    a failure."""
+def down() -> list[str]:
+    """Stop everything `up` started and remove everything it made (the CLI exports the class first:
+    perflab.workshop.export); safe to run again after a failure."""
     require_root("ending a workshop removes system users")
     workshop = roster.load()
     if workshop is None and not roster.state_dir().exists():
         raise PerflabError("no workshop is up here: nothing to take down")
-    kept = []
-    if export and workshop is not None and workshop.learners:
-        from .export import export_class
-
-        kept = [f"exported every learner's work and the class's grades to {export_class(workshop)} (root's alone)"]
-    done = kept + _undo()
+    done = _undo()
     if accounts_journal().path.exists():  # users that stayed: restore said why, on stderr
         raise PerflabError(f"some learners' users could not be removed (said above); {roster.state_dir()} keeps their "
                            "journal: run `perflab workshop down` again")
