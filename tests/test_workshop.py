@@ -31,7 +31,7 @@ from perflab.workshop import cgroups, dashboard, dashboard_page, roster, turns
 from perflab.workshop.learner_files import LearnerFiles
 
 CHROMIUM = shutil.which("chromium")
-TURN_LIMIT_S = 15  # a learner's turn in the class of the end-to-end test: lab 5's run in MEASURE takes seconds
+TURN_LIMIT_S = 40  # the class's limit in the end-to-end test: lab 5's full run from the notebook raced 14 s under load
 # A quick run races until decided for up to 30 s when the host is noisy; ten rounds fit the turn however noisy.
 MEASURE = ("run", "numa-static-data", "--quick", "--runs", "10")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a workshop creates system users: run the tests as root")
