@@ -242,13 +242,23 @@ def measurement_lock(what: str, wait: bool = True):
             _held.depth -= 1
         return
     queue = socket_path()
-    with _noting_wait() as granted, turn(queue, what, wait) if queue else _lock_file(what, wait):
+    with _noting_wait() as granted, turn(queue, what, wait) if queue else _lock_file(what, wait) as held:
         granted()
-        _held.depth = 1
+        _held.depth, _held.turn = 1, held
         try:
             yield
         finally:
-            _held.depth = 0
+            _held.depth, _held.turn = 0, None
+
+
+def measuring_on(cpus: list[int]) -> None:
+    """Within a workshop's turn, ask the queue to move the rest of the class off the CPUs about to be measured (where
+    the machine has others to spare), and say what it did; outside a workshop, nothing."""
+    held = getattr(_held, "turn", None)
+    if held is not None and cpus:
+        said = held.measuring_on(cpus)
+        if said:
+            print(f"perflab: {said}", file=sys.stderr, flush=True)
 
 
 @contextmanager

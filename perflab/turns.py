@@ -12,6 +12,8 @@ One JSON object a line, each way:
   queue: {"busy": "alice's perflab run ..."}      wait was false and someone measures or waits
          {"waiting": "2nd in line, about 40 s (now: alice's perflab run ...)"}   on each change
          {"turn": 120}                            granted, for at most 120 s (null: no limit)
+  asker: {"cpus": [0, 1]}                         optional, any number of times: the CPUs it measures on
+  queue: {"held_off": "the class runs on CPU 2-7 while this measures on CPU 0-1"}   what it did ("": nothing)
   asker: {"done": true}                           finished (a failed run just closes the socket)
   queue: {"over": 120}                            the turn was taken back at its limit
          {"done": true}                           or: the turn ended in time
@@ -46,14 +48,28 @@ def socket_path() -> Path | None:
     return DEFAULT_SOCKET if DEFAULT_SOCKET.exists() else None
 
 
+class Turn:
+    """A turn the queue granted, while it lasts."""
+
+    def __init__(self, stream, path: Path):
+        self.stream, self.path = stream, path
+
+    def measuring_on(self, cpus: list[int]) -> str:
+        """Tell the queue the CPUs the measurement runs on, so that it moves the rest of the class off them where
+        the machine has others; the line that says what it did ("" for nothing)."""
+        _send(self.stream, {"cpus": sorted(set(cpus))})
+        return str(_receive(self.stream, self.path).get("held_off") or "")
+
+
 @contextmanager
 def turn(path: Path, what: str, wait: bool = True):
-    """Hold a turn from the queue at `path` while the block runs; wait=False raises PerflabError when it is busy."""
+    """Hold a turn from the queue at `path` while the block runs (it gets the Turn); wait=False raises PerflabError
+    when it is busy."""
     with _connect(path) as connection, connection.makefile("rwb", buffering=0) as stream:
         _send(stream, {"what": what, "wait": wait})
         limit = _granted(stream, path)
         with _ended_after(limit, what):
-            yield
+            yield Turn(stream, path)
         _send(stream, {"done": True})
         if "over" in _receive(stream, path):
             print(f"perflab: {what} ran past its turn's limit of {limit:.0f} s and the next in line was let in before "

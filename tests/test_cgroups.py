@@ -42,6 +42,62 @@ def test_the_layout_follows_what_the_machine_mounts(tmp_path):
     assert said.count("\n") == 0
 
 
+def _class_tree(tmp_path, version: int, cpus: str = "0-3", cpuset: bool = True) -> SysRoot:
+    """The groups of a class of two (perflab-ana, perflab-bo) as `up` leaves them, in a tree of plain files."""
+    root = _tree(tmp_path, "cpuset cpu memory pids" if version == 2 else "", v1=version == 1)
+    base = tmp_path / "sys" / "fs" / "cgroup"
+    if version == 2:
+        (base / "cgroup.subtree_control").write_text("cpuset cpu memory pids\n" if cpuset else "cpu memory pids\n")
+    elif cpuset:
+        (base / "cpuset").mkdir()
+        (base / "cpuset" / "cgroup.procs").write_text("")
+    hierarchies = ["cpu"] + (["cpuset"] if cpuset else []) if version == 1 else [""]
+    for hierarchy in hierarchies:
+        workshop = base / hierarchy / cgroups.GROUP
+        workshop.mkdir(parents=True)
+        if cpuset:
+            (workshop / ("cpuset.cpus.effective" if version == 2 else "cpuset.cpus")).write_text(cpus + "\n")
+        for user in ("perflab-ana", "perflab-bo"):
+            (workshop / user).mkdir()
+            for name in ("cpu.weight", "cpuset.cpus") if version == 2 else ("cpu.shares", "cpuset.cpus"):
+                (workshop / user / name).write_text("")
+    return root
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_while_one_measures_the_rest_of_the_class_moves_off_its_cpus_where_others_are_spare(tmp_path, version):
+    root = _class_tree(tmp_path, version)
+    folder = cgroups.cpuset_folder(root, cgroups.layout(root))
+    learners = ["perflab-ana", "perflab-bo"]
+    cpus = {user: f"{folder}/{user}/cpuset.cpus" for user in learners}
+    said = cgroups.hold_off("perflab-ana", learners, [0, 1], root)
+    assert said == "the class runs on CPU 2-3 while this measures on CPU 0-1"
+    assert root.read(cpus["perflab-bo"]) == "2-3" and root.read(cpus["perflab-ana"]) == ""  # the holder stays
+    cgroups.hold_off("root", learners, [3], root)  # root's turn: the whole class moves
+    assert root.read(cpus["perflab-ana"]) == root.read(cpus["perflab-bo"]) == "0-2"
+    cgroups.yield_to(None, learners, root)  # the turn's end: everyone back on every CPU
+    everyone = "0-3" if version == 1 else ""  # v2: an empty list, the parent's CPUs
+    assert root.read(cpus["perflab-ana"]) == root.read(cpus["perflab-bo"]) == everyone
+    assert "where there are others to spare" in cgroups.describe(root)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_class_stays_on_the_measured_cpus_and_is_told_so_where_none_are_spare_or_there_is_no_cpuset(tmp_path,
+                                                                                                      version):
+    learners = ["perflab-ana", "perflab-bo"]
+    full = _class_tree(tmp_path / "full", version, cpus="0-1")
+    said = cgroups.hold_off("perflab-ana", learners, [0, 1], full)
+    assert said == ("the class shares CPU 0-1 at the least CPU weight: this machine has no CPU to spare beyond "
+                    "those measured")
+    folder = cgroups.cpuset_folder(full, cgroups.layout(full))
+    assert full.read(f"{folder}/perflab-bo/cpuset.cpus") == ""
+    bare = _class_tree(tmp_path / "bare", version, cpuset=False)
+    assert cgroups.cpuset_folder(bare, cgroups.layout(bare)) is None
+    assert "no cpuset controller" in cgroups.hold_off("perflab-ana", learners, [0], bare)
+    assert "no cpuset controller" in cgroups.describe(bare)
+    assert cgroups.hold_off("perflab-ana", ["perflab-ana"], [0], full) == ""  # a class of one: no one to move
+
+
 @pytest.fixture
 def group(tmp_path):
     """A learner's group made through a journal of its own, as `up` makes one; restored however the test ends."""
@@ -74,7 +130,8 @@ def test_a_learners_group_holds_their_processes_to_its_limits_and_down_ends_them
     assert int(root.read(knob._file(knob.layout.memory))) == cgroups._memory_limit(root)
     sleeper = _in_group(group, ["sleep", "60"])
     time.sleep(0.3)
-    marks = ("0::",) if knob.layout.version == 2 else (":cpu:", ":memory:", ":pids:")
+    marks = ("0::",) if knob.layout.version == 2 else (":cpu:", ":memory:", ":pids:") + (
+        (":cpuset:",) if cgroups.cpuset_folder(root, knob.layout) else ())
     lines = [line for line in open(f"/proc/{sleeper.pid}/cgroup") if any(mark in line for mark in marks)]
     assert len(lines) == len(marks) and all(line.strip().endswith(f"/{cgroups.GROUP}/{group}") for line in lines)
     cgroups.LearnerCgroup(group).write("absent")  # as `down` does: what still runs in it is ended first
@@ -113,13 +170,45 @@ def test_while_another_measures_a_classmates_busy_loop_yields_the_cpu(group, hol
         journal.restore(lambda entry: entry.owner == WORKSHOP)
 
 
+@live
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU to spare beyond the measured one")
+def test_a_classmates_busy_loop_leaves_the_measured_cpu_and_comes_back_when_the_turn_ends(group, tmp_path):
+    knob = cgroups.LearnerCgroup(group)
+    folder = cgroups.cpuset_folder(knob.root, knob.layout)
+    if folder is None:
+        pytest.skip("this machine has no cpuset controller")
+    measured, *spare = sorted(os.sched_getaffinity(0))
+    holder = f"perflab-u{os.getpid() % 100000}"
+    classmate = _in_group(group, ["taskset", "-c", str(measured), sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        said = cgroups.hold_off(holder, [group, holder], [measured])
+        assert said.endswith(f"while this measures on CPU {measured}"), said
+        time.sleep(0.3)  # even pinned to the measured CPU, the loop runs only on the cpuset's
+        seen = set()
+        for _ in range(20):
+            seen.add(_last_cpu(classmate.pid))
+            time.sleep(0.02)
+        assert seen <= set(spare), f"the classmate ran on CPU {seen} while CPU {measured} was measured"
+        cgroups.yield_to(None, [group, holder])
+        time.sleep(0.3)
+        assert _last_cpu(classmate.pid) == measured, "the classmate's own pinning did not come back"
+    finally:
+        classmate.kill()
+        classmate.wait()
+
+
+def _last_cpu(pid: int) -> int:
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[36])
+
+
 def knob_value(user: str) -> str:
     knob = cgroups.LearnerCgroup(user)
     return knob.root.read(knob._file(knob.layout.cpu))
 
 
 @live
-def test_a_queue_killed_mid_turn_leaves_no_learner_yielding_once_it_starts_again(group, tmp_path, monkeypatch):
+def test_a_queue_killed_mid_turn_leaves_no_learner_yielding_or_moved_once_it_starts_again(group, tmp_path, monkeypatch):
     from perflab.workshop import roster, turns
 
     monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
@@ -128,6 +217,12 @@ def test_a_queue_killed_mid_turn_leaves_no_learner_yielding_once_it_starts_again
     turns.hold_the_others_off(0)  # root's turn: the class yields as a whole
     knob = cgroups.LearnerCgroup(group)
     assert knob.root.read(f"{knob.layout.folders[0]}/{knob.layout.cpu}") == knob.layout.yielding
+    cpuset = cgroups.cpuset_folder(knob.root, knob.layout)
+    everyone = cpuset and knob.root.read(f"{cpuset}/{group}/cpuset.cpus")
+    if cpuset and len(os.sched_getaffinity(0)) > 1:  # and its measurement named CPU 0: the class moved off it
+        assert turns.hold_the_others_off_cpus(0, [0]).startswith("the class runs on CPU ")
+        assert knob.root.read(f"{cpuset}/{group}/cpuset.cpus") != everyone
     turns.hold_the_others_off(None)  # what the queue does as it starts, before it serves anyone
     assert knob.root.read(f"{knob.layout.folders[0]}/{knob.layout.cpu}") == knob.layout.normal
     assert knob_value(group) == knob.layout.normal
+    assert not cpuset or knob.root.read(f"{cpuset}/{group}/cpuset.cpus") == everyone

@@ -168,6 +168,40 @@ def test_only_the_queue_writes_the_durations_file(queue):
     assert tamper.returncode != 0 and "Permission denied" in tamper.stderr, tamper.stderr
 
 
+@as_root
+def test_the_turn_holder_names_its_cpus_and_its_turn_still_ends_as_done(queue):
+    """The CPUs a measurement names go to the queue mid-turn (it moves the class off them); the turn ends as usual
+    and is timed, and a learner's CPUs naming nothing a CPU can be get nothing done."""
+    told = """
+import sys
+from perflab.lock import measurement_lock
+from perflab.turns import socket_path, turn
+with measurement_lock("perflab run numa-static-data --quick"):
+    from perflab import lock
+    lock.measuring_on([0])
+with turn(socket_path(), "x") as held:
+    held.stream.write(b'{"cpus": ["all"]}\\n')
+    print(repr(held.stream.readline()))
+"""
+    asked = subprocess.run(["runuser", "-u", "nobody", "--", "env", f"PERFLAB_TURNS={os.environ['PERFLAB_TURNS']}",
+                            f"PYTHONPATH={REPO}", sys.executable, "-c", told], capture_output=True, text=True,
+                           cwd=REPO, timeout=60)
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.strip() == repr(b'{"held_off": ""}\n'), asked.stdout
+    assert "perflab run numa-static-data --quick" in json.loads((queue / "state" / "durations.json").read_text())
+
+
+def test_the_queue_moves_no_one_for_a_holder_whose_turn_is_over_or_whose_cpus_are_not_cpus(tmp_path):
+    asked = []
+    queue = turns.Queue(tmp_path / "durations.json", None, on_measuring=lambda uid, cpus: asked.append(cpus) or "x")
+    holder = turns.Request("ana", 1000, "perflab run inclusive-llc --quick", 0, 0.0, 120.0)
+    queue.holder = holder
+    assert [queue._measuring(holder, cpus) for cpus in ([], "0", [True, -1], [1.5], [9999])] == [""] * 5
+    assert queue._measuring(holder, [3, 1, 1]) == "x" and asked == [[1, 3]]
+    queue.holder = None  # taken back at its limit
+    assert queue._measuring(holder, [0]) == "" and asked == [[1, 3]]
+
+
 def test_each_turn_is_limited_by_its_labs_budget_within_the_class_limit_and_roots_by_none(tmp_path):
     limits = turns.Queue(tmp_path / "durations.json", None)
     assert limits.limit_of("perflab run inclusive-llc", 1000) == find("inclusive-llc").budget_s.full

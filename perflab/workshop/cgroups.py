@@ -3,8 +3,9 @@
 A learner's runaway loop, memory leak or fork bomb then slows or stops only that learner. While
 one measures, the queue lowers every other learner's CPU weight to the least the kernel takes
 (yield_to), so a busy classmate outside the queue gives the CPUs up to the measurement instead of
-sharing them. Weights, not CPUs: held off the measured CPUs, the others would need CPUs to spare,
-and a lab measures on all of a small machine's.
+sharing them; and once the measurement names its CPUs, where the machine has others to spare and
+a cpuset controller, the queue moves every other learner onto those others (hold_off), so a
+classmate's loop never runs on a measured CPU at all.
 
 cgroup v2 where the unified hierarchy has the cpu, memory and pids controllers (a Debian server
 with systemd), else the v1 hierarchies of those three (this project's CI guest); neither: no
@@ -18,6 +19,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+from ..cpulist import format_cpulist, parse_cpulist
 from ..errors import PerflabError
 from ..knobs import Knob
 from ..sysfs import SysRoot, default_root
@@ -55,15 +57,25 @@ def layout(root: SysRoot) -> Layout | None:
     return None
 
 
+def cpuset_folder(root: SysRoot, found: Layout) -> str | None:
+    """The workshop's folder in the hierarchy with the cpuset controller, or None when this machine has none."""
+    if found.version == 2:
+        return found.folders[0] if "cpuset" in (root.read(f"{CGROUP}/cgroup.subtree_control") or "").split() else None
+    return f"{CGROUP}/cpuset/{GROUP}" if root.exists(f"{CGROUP}/cpuset/cgroup.procs") else None
+
+
 def describe(root: SysRoot | None = None) -> str:
     """One line for `up`: what each learner's group holds them to, or why there is none."""
-    found = layout(root or default_root())
+    root = root or default_root()
+    found = layout(root)
     if found is None:
         return ("Learners share the machine without limits: it has no cpu, memory and pids cgroup controllers "
                 f"(neither {CGROUP}/cgroup.controllers nor the v1 hierarchies list them).")
+    cpus = (", and they move off the CPUs it measures on where there are others to spare" if cpuset_folder(root, found)
+            else "; this machine has no cpuset controller to move them off the measured CPUs")
     return (f"Each learner in a cgroup of their own (v{found.version}): an equal CPU weight, at most "
-            f"{_memory_limit(root or default_root()) >> 20} MiB and {PROCESSES_MAX} processes; while one measures, "
-            "the others' CPU weight drops to the least.")
+            f"{_memory_limit(root) >> 20} MiB and {PROCESSES_MAX} processes; while one measures, "
+            f"the others' CPU weight drops to the least{cpus}.")
 
 
 class LearnerCgroup(Knob):
@@ -84,6 +96,13 @@ class LearnerCgroup(Knob):
     def path(self) -> str:
         return f"{self.layout.folders[0]}/{self.target}"
 
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """The workshop's folders in every hierarchy a learner's group has, the cpuset's last where there is one."""
+        found = self.layout
+        cpuset = cpuset_folder(self.root, found)
+        return found.folders + ((cpuset,) if cpuset and cpuset not in found.folders else ())
+
     def available(self) -> bool:
         return layout(self.root) is not None
 
@@ -100,11 +119,16 @@ class LearnerCgroup(Knob):
 
     def _make(self) -> None:
         found = self.layout
-        for folder in found.folders:
+        cpuset = cpuset_folder(self.root, found)
+        for folder in self.folders:
             self.root.path(folder).mkdir(mode=0o755, exist_ok=True)
-            if found.version == 2:  # the workshop's group hands the three controllers down to the learners'
-                self.root.write(f"{folder}/cgroup.subtree_control", "+cpu +memory +pids")
+            if found.version == 2:  # the workshop's group hands the controllers down to the learners'
+                self.root.write(f"{folder}/cgroup.subtree_control", "+cpu +memory +pids" + (" +cpuset" * bool(cpuset)))
+            elif folder == cpuset:  # a v1 cpuset group takes no process before it has CPUs and memory nodes
+                _inherit_cpuset(self.root, folder)
             self.root.path(f"{folder}/{self.target}").mkdir(mode=0o755, exist_ok=True)
+            if found.version == 1 and folder == cpuset:
+                _inherit_cpuset(self.root, f"{folder}/{self.target}")
         self.root.write(self._file(found.cpu), found.normal)
         self.root.write(self._file(found.memory), str(_memory_limit(self.root)))
         self.root.write(self._file("pids.max"), str(PROCESSES_MAX))
@@ -112,7 +136,7 @@ class LearnerCgroup(Knob):
     def _remove(self) -> None:
         """End what still runs in the group (rmdir refuses a group with a process), then remove it."""
         deadline = time.monotonic() + END_WITHIN_S
-        for folder in self.layout.folders:
+        for folder in self.folders:
             group = f"{folder}/{self.target}"
             while self.root.exists(group):
                 pids = [int(pid) for pid in (self.root.read(f"{group}/cgroup.procs") or "").split()]
@@ -135,8 +159,14 @@ class LearnerCgroup(Knob):
 
     def _file(self, name: str) -> str:
         """The limit's file, in whichever hierarchy holds it."""
-        return next(f"{folder}/{self.target}/{name}" for folder in self.layout.folders
+        return next(f"{folder}/{self.target}/{name}" for folder in self.folders
                     if self.root.exists(f"{folder}/{self.target}/{name}"))
+
+
+def _inherit_cpuset(root: SysRoot, group: str) -> None:
+    parent = group.rsplit("/", 1)[0]
+    for name in ("cpuset.cpus", "cpuset.mems"):
+        root.write(f"{group}/{name}", (root.read(f"{parent}/{name}") or "").strip())
 
 
 def _memory_limit(root: SysRoot) -> int:
@@ -155,15 +185,16 @@ def enter(user: str, root: SysRoot | None = None) -> None:
         return
     if not knob.available() or knob.read() != "present":
         return
-    for folder in knob.layout.folders:
+    for folder in knob.folders:
         knob.root.write(f"{folder}/{user}/cgroup.procs", str(os.getpid()))
 
 
 def yield_to(holder: str | None, learners: list[str], root: SysRoot | None = None) -> None:
     """While `holder` measures, every other learner's CPU weight at the least; all normal again when holder is
     None. A weight counts against its siblings only: a learner's turn lowers the other learners' groups, a turn of
-    someone outside the class (root's) lowers the workshop's group as a whole. The queue calls it at each turn; a
-    group that is gone (a learner being removed) is passed over."""
+    someone outside the class (root's) lowers the workshop's group as a whole. Every learner back on all the CPUs:
+    a turn begins before its measurement names its CPUs (hold_off). The queue calls it at each turn; a group that is
+    gone (a learner being removed) is passed over."""
     root = root or default_root()
     found = layout(root)
     if found is None or not root.exists(found.folders[0]):
@@ -172,6 +203,39 @@ def yield_to(holder: str | None, learners: list[str], root: SysRoot | None = Non
     settings = [(f"{found.folders[0]}/{found.cpu}", found.yielding if outside else found.normal)]
     settings += [(f"{found.folders[0]}/{user}/{found.cpu}",
                   found.yielding if holder not in (None, user) and not outside else found.normal) for user in learners]
+    cpuset = cpuset_folder(root, found)
+    if cpuset and root.exists(cpuset):  # v2's empty list (a bare newline) is the parent's CPUs; v1 takes no empty list
+        everyone = _cpus_of(root, found, cpuset) if found.version == 1 else "\n"
+        settings += [(f"{cpuset}/{user}/cpuset.cpus", everyone) for user in learners]
+    _write_each(root, settings)
+
+
+def hold_off(holder: str, learners: list[str], measured: list[int], root: SysRoot | None = None) -> str:
+    """Every learner but `holder` onto the CPUs beyond those `measured`, until the turn ends (yield_to puts them
+    back), where there are CPUs to spare and a cpuset controller; the line that tells the measurer what was done."""
+    root = root or default_root()
+    found = layout(root)
+    cpuset = cpuset_folder(root, found) if found else None
+    others = [user for user in learners if user != holder]
+    if not others or found is None or not root.exists(found.folders[0]):
+        return ""
+    if cpuset is None or not root.exists(cpuset):
+        return ("the class shares the measured CPUs at the least CPU weight: this machine has no cpuset controller "
+                "to move it off them")
+    spare = sorted(set(parse_cpulist(_cpus_of(root, found, cpuset))) - set(measured))
+    if not spare:
+        return (f"the class shares CPU {format_cpulist(measured)} at the least CPU weight: this machine has no CPU to "
+                "spare beyond those measured")
+    _write_each(root, [(f"{cpuset}/{user}/cpuset.cpus", format_cpulist(spare)) for user in others])
+    return f"the class runs on CPU {format_cpulist(spare)} while this measures on CPU {format_cpulist(measured)}"
+
+
+def _cpus_of(root: SysRoot, found: Layout, cpuset: str) -> str:
+    """The CPUs the workshop's group may use: all the class may be given."""
+    return (root.read(f"{cpuset}/cpuset.cpus{'.effective' if found.version == 2 else ''}") or "").strip()
+
+
+def _write_each(root: SysRoot, settings: list[tuple[str, str]]) -> None:
     for path, value in settings:
         if root.exists(path):
             try:

@@ -16,6 +16,10 @@ knows who asks from the socket's peer credentials, not from what the asker says.
 - at most TURNS_PER_MINUTE turns to one learner in any minute: a loop of tiny measurements
   cannot make the others' places in line jitter.
 
+While a turn runs, every other learner's CPU weight is at the least, and once the measurement
+names its CPUs, the other learners run on the rest of the machine's, where there is a rest
+(perflab.workshop.cgroups).
+
 Each waiter sees their place and an estimate: how long the turns ahead took here (the durations
 file, in the workshop's root-only state folder, which only this service writes), or what the
 manifest expects of a lab run not yet measured here; and always, where every turn ahead has a
@@ -67,11 +71,12 @@ class Request:
 
 
 class Queue:
-    def __init__(self, durations: Path, limit_s: float | None, on_turn=None):
+    def __init__(self, durations: Path, limit_s: float | None, on_turn=None, on_measuring=None):
         self.durations_path = durations
         self.durations = _load(durations)
         self.limit_s = limit_s or CLASS_LIMIT_S
         self.on_turn = on_turn or (lambda holder_uid: None)  # told of each turn's holder, and None when it ends
+        self.on_measuring = on_measuring or (lambda holder_uid, cpus: "")  # the holder's CPUs -> what was done
         self.waiting: list[Request] = []
         self.holder: Request | None = None
         self.granted_at = 0.0
@@ -141,7 +146,7 @@ class Queue:
         self.waiting.append(request)
         try:
             if await self._wait_for_turn(request, writer, hearing):
-                await self._hold(request, writer, hearing)
+                await self._hold(request, reader, writer, hearing)
         finally:
             hearing.cancel()
             if request in self.waiting:
@@ -176,22 +181,42 @@ class Queue:
         return True
 
     # ANCHOR: hold
-    async def _hold(self, request: Request, writer: asyncio.StreamWriter, hearing: asyncio.Future) -> None:
-        deadline = None if request.limit is None else request.limit + GRACE_S
-        await asyncio.wait({hearing}, timeout=deadline)
-        took = time.monotonic() - self.granted_at
-        if not hearing.done():
-            self.holder = None  # taken back: the next in line measures now
-            self.on_turn(None)
-            self._changed()
-            print(f"over: {request.describe()} still measured {took:.0f} s into its turn", flush=True)
-            await hearing
+    async def _hold(self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    hearing: asyncio.Future) -> None:
+        deadline = None if request.limit is None else self.granted_at + request.limit + GRACE_S
+        heard = hearing  # the asker's next line: the CPUs it measures on, its "done", or its leaving
+        try:
+            while True:
+                timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                await asyncio.wait({heard}, timeout=timeout if self.holder is request else None)
+                if not heard.done():
+                    self.holder = None  # taken back: the next in line measures now
+                    self.on_turn(None)
+                    self._changed()
+                    print(f"over: {request.describe()} still measured {time.monotonic() - self.granted_at:.0f} s "
+                          "into its turn", flush=True)
+                    continue
+                said = json.loads(heard.result()) if heard.result().strip() else {}
+                if "cpus" not in said:
+                    break
+                await _send(writer, {"held_off": self._measuring(request, said["cpus"])})
+                heard = asyncio.ensure_future(reader.readline())
+        finally:
+            heard.cancel()
+        if self.holder is not request:
             await _send(writer, {"over": request.limit})
-        elif hearing.result().strip() and json.loads(hearing.result()).get("done"):
-            self.durations[request.what] = round(took, 1)  # a whole run: the next estimate of its kind
+        elif said.get("done"):
+            self.durations[request.what] = round(time.monotonic() - self.granted_at, 1)  # the next estimate
             write_atomic(self.durations_path, json.dumps(self.durations, indent=1))  # mkstemp: 0600
             await _send(writer, {"done": True})
     # ANCHOR_END: hold
+
+    def _measuring(self, request: Request, cpus) -> str:
+        """What the queue did about the CPUs the holder measures on: nothing once its turn was taken back."""
+        if self.holder is not request or not isinstance(cpus, list) or not cpus \
+                or not all(isinstance(cpu, int) and 0 <= cpu < 8192 for cpu in cpus):
+            return ""
+        return self.on_measuring(request.uid, sorted(set(cpus)))
 
     async def serve_at(self, path: Path) -> None:
         made = not path.parent.exists()
@@ -315,9 +340,23 @@ def hold_the_others_off(uid: int | None) -> None:
         cgroups.yield_to(holder, [roster.system_user(name) for name in workshop.learners])
 
 
+def hold_the_others_off_cpus(uid: int, cpus: list[int]) -> str:
+    """Once the holder names the CPUs it measures on: every other learner off them, where the machine has CPUs to
+    spare (perflab.workshop.cgroups.hold_off); what was done, in a line for the measurer."""
+    try:
+        workshop = roster.load()
+        holder = pwd.getpwuid(uid).pw_name
+    except (PerflabError, KeyError):
+        return ""
+    if workshop is None:
+        return ""
+    return cgroups.hold_off(holder, [roster.system_user(name) for name in workshop.learners], cpus)
+
+
 def main() -> None:
     limit = os.environ.get("PERFLAB_TURN_LIMIT_S")
-    queue = Queue(roster.state_dir() / "durations.json", float(limit) if limit else None, hold_the_others_off)
+    queue = Queue(roster.state_dir() / "durations.json", float(limit) if limit else None, hold_the_others_off,
+                  hold_the_others_off_cpus)
     hold_the_others_off(None)
     print(f"perflab workshop's measurement queue, pid {os.getpid()}, at {os.environ['PERFLAB_TURNS']}", flush=True)
     asyncio.run(queue.serve_at(Path(os.environ["PERFLAB_TURNS"])))
