@@ -186,7 +186,8 @@ def enter(user: str, root: SysRoot | None = None) -> None:
     if not knob.available() or knob.read() != "present":
         return
     for folder in knob.folders:
-        knob.root.write(f"{folder}/{user}/cgroup.procs", str(os.getpid()))
+        if knob.root.exists(f"{folder}/{user}"):  # a group made before perflab used cpusets has none there
+            knob.root.write(f"{folder}/{user}/cgroup.procs", str(os.getpid()))
 
 
 def yield_to(holder: str | None, learners: list[str], root: SysRoot | None = None) -> None:
