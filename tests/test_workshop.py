@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -608,16 +609,19 @@ def test_a_class_of_three_measures_from_notebooks_in_turn_is_graded_and_down_lea
             grade = _as_learner(learners[0], perflab, "grade", "c2c-harmonic-mean", lock_file=shared_lock, queue=queue)
             graded = grade.communicate(timeout=300)
             assert grade.returncode == 0, graded
-            # a grader that measures afresh: its fresh run takes a turn of the class's queue, as the learner
+            # a grader that measures afresh, each learner's at once: each fresh run takes a turn of the class's queue
             pair = Path("01-core-to-core") / "measure-pair.ipynb"
-            theirs = Path(pwd.getpwnam(users[1]).pw_dir) / "work" / "exercises" / pair
-            shutil.copyfile(REPO / "solutions" / pair, theirs)
-            shutil.chown(theirs, users[1], users[1])
-            measured = _as_learner(learners[1], perflab, "grade", "c2c-measure-pair", "--json", lock_file=shared_lock,
-                                   queue=queue)
-            out, err = measured.communicate(timeout=300)
-            assert json.loads(out)["status"] in ("passed", "inconclusive"), err
-            assert "perflab grade: CPUs " in (state / "durations.json").read_text(), "it measured outside the queue"
+            for user in users:
+                theirs = Path(pwd.getpwnam(user).pw_dir) / "work" / "exercises" / pair
+                shutil.copyfile(REPO / "solutions" / pair, theirs)
+                shutil.chown(theirs, user, user)
+            measuring = [_as_learner(name, perflab, "grade", "c2c-measure-pair", "--json", lock_file=shared_lock,
+                                     queue=queue) for name in learners]
+            for grading in measuring:
+                out, err = grading.communicate(timeout=300)
+                assert json.loads(out)["status"] in ("passed", "inconclusive"), err
+            log = (state / "turns.log").read_text()
+            assert all(f"turn: {name}'s perflab grade: CPUs " in log for name in learners), "graded outside the queue"
             with (workspace / "progress.txt").open("a") as progress_file:  # as a learner could
                 progress_file.write("llc-predict passed 2026-01-01T00:00:00Z\n")
             claimed = (workspace / "progress.txt").read_text()
@@ -642,6 +646,8 @@ def test_a_class_of_three_measures_from_notebooks_in_turn_is_graded_and_down_lea
             )
             table = page.request.get(f"{url}/services/dashboard/class.csv").text()
             assert f"{learners[0]},exercise,c2c-harmonic-mean,passed" in table
+            graded = [re.search(f"^{name},exercise,c2c-measure-pair,([a-z]+),", table, re.M) for name in learners]
+            assert all(row and row.group(1) in ("passed", "inconclusive") for row in graded), table
             assert f"{learners[1]},lab,numa-static-data," in table
             assert f"{learners[2]},lab,numa-static-data," in table, "the notebook's run is not on the dashboard"
 
