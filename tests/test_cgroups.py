@@ -98,6 +98,18 @@ def test_a_class_stays_on_the_measured_cpus_and_is_told_so_where_none_are_spare_
     assert cgroups.hold_off("perflab-ana", ["perflab-ana"], [0], full) == ""  # a class of one: no one to move
 
 
+def test_a_learner_with_cpus_of_their_own_is_never_moved_onto_a_classmates(tmp_path, monkeypatch):
+    from perflab.workshop import roster, turns
+
+    monkeypatch.setenv("PERFLAB_WORKSHOP_DIR", str(tmp_path / "state"))
+    roster.save(roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h", learners={"ana": "h", "bo": "h"},
+                                cpus={"ana": "1"}))
+    moved = []
+    monkeypatch.setattr(cgroups, "hold_off", lambda holder, learners, cpus: moved.append(learners) or "")
+    turns.hold_the_others_off_cpus(0, [0])
+    assert moved == [[roster.system_user("bo")]]
+
+
 @pytest.fixture
 def group(tmp_path):
     """A learner's group made through a journal of its own, as `up` makes one; restored however the test ends."""

@@ -191,12 +191,59 @@ with turn(socket_path(), "x") as held:
     assert "perflab run numa-static-data --quick" in json.loads((queue / "state" / "durations.json").read_text())
 
 
+FLOOD_UNREAD = """
+import socket, sys, threading, time
+with socket.socket(socket.AF_UNIX) as asker:
+    asker.connect(sys.argv[1])
+    asker.sendall(b'{"what": "perflab run numa-static-data --quick"}\\n')
+    print(asker.makefile("rb").readline().decode().strip(), flush=True)
+    threading.Thread(target=asker.sendall, args=(b'{"cpus": [0]}\\n' * 60000,), daemon=True).start()
+    time.sleep(60)  # reading none of the answers
+"""
+
+
+@as_root
+def test_a_holder_that_names_cpus_without_reading_the_answers_loses_its_turn_at_its_limit(queue):
+    hostile = subprocess.Popen(["runuser", "-u", "nobody", "--", sys.executable, "-c", FLOOD_UNREAD,
+                                os.environ["PERFLAB_TURNS"]], stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(hostile.stdout.readline()) == {"turn": LIMIT_S}
+        granted = time.time()
+        got, _ = _finish(_ask("next in line", 0.1))
+        assert got - granted < LIMIT_S + turns.GRACE_S + 3, f"the flood held the turn {got - granted:.0f} s"
+    finally:
+        hostile.kill()
+        hostile.wait()
+
+
+def test_a_line_that_is_not_one_json_object_is_refused_without_a_traceback():
+    assert turns._said(b"") == {} and turns._said(b'{"done": true}\n') == {"done": True}
+    for nonsense in (b"[" * 30000 + b"]" * 30000, b'"string"\n', b"[1]\n", b"{"):
+        with pytest.raises(ValueError):
+            turns._said(nonsense)
+
+
+def test_a_queue_killed_but_not_yet_reaped_is_not_running():
+    from perflab.processes import start_time
+    from perflab.workshop import roster
+
+    ended = subprocess.Popen(["true"])
+    started = start_time(ended.pid)
+    time.sleep(0.3)  # ended, not waited for: a zombie, as a killed queue is until its parent reaps it
+    try:
+        workshop = roster.Workshop("127.0.0.1", 1, 2, 3, 4, "t", "t", "h", turns_pid=ended.pid, turns_started=started)
+        assert started and not turns.running(workshop)
+    finally:
+        ended.wait()
+
+
 def test_the_queue_moves_no_one_for_a_holder_whose_turn_is_over_or_whose_cpus_are_not_cpus(tmp_path):
     asked = []
     queue = turns.Queue(tmp_path / "durations.json", None, on_measuring=lambda uid, cpus: asked.append(cpus) or "x")
     holder = turns.Request("ana", 1000, "perflab run inclusive-llc --quick", 0, 0.0, 120.0)
     queue.holder = holder
-    assert [queue._measuring(holder, cpus) for cpus in ([], "0", [True, -1], [1.5], [9999])] == [""] * 5
+    cpus_that_are_not = ([], "0", [True], [True, -1], [1.5], [9999])
+    assert [queue._measuring(holder, cpus) for cpus in cpus_that_are_not] == [""] * len(cpus_that_are_not)
     assert queue._measuring(holder, [3, 1, 1]) == "x" and asked == [[1, 3]]
     queue.holder = None  # taken back at its limit
     assert queue._measuring(holder, [0]) == "" and asked == [[1, 3]]

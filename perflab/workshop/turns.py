@@ -44,7 +44,7 @@ from pathlib import Path
 from ..errors import PerflabError
 from ..lock import REPEAT_PLACE_S, describe_place, estimate_and_bound, manifest_seconds
 from ..manifest.labs import lab_named, run_named
-from ..processes import start_time
+from ..processes import alive, start_time
 from ..results import write_atomic
 from ..turns import DEFAULT_SOCKET
 from . import cgroups, roster
@@ -129,13 +129,13 @@ class Queue:
         try:
             await self._serve(reader, writer)
         except (OSError, ValueError, KeyError, TypeError, asyncio.TimeoutError, asyncio.LimitOverrunError):
-            pass  # an asker that left or spoke nonsense: nothing of it stays in line
+            pass  # an asker that left, spoke nonsense or stopped reading: nothing of it stays in line
         finally:
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         uid = _peer_uid(writer)
-        ask = json.loads(await asyncio.wait_for(reader.readline(), ASK_WITHIN_S))
+        ask = _said(await asyncio.wait_for(reader.readline(), ASK_WITHIN_S))
         what = " ".join(str(ask["what"]).split())[:200]  # one line in the log, whatever the asker sent
         rank = sum(r.uid == uid for r in [*self.waiting, *([self.holder] if self.holder else [])])
         request = Request(_shown_name(uid), uid, what, rank, time.monotonic(), self.limit_of(what, uid))
@@ -189,32 +189,40 @@ class Queue:
             while True:
                 timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
                 await asyncio.wait({heard}, timeout=timeout if self.holder is request else None)
+                if self.holder is request and deadline is not None and time.monotonic() >= deadline:
+                    self._take_back(request)  # however much it says, a turn ends at its limit
                 if not heard.done():
-                    self.holder = None  # taken back: the next in line measures now
-                    self.on_turn(None)
-                    self._changed()
-                    print(f"over: {request.describe()} still measured {time.monotonic() - self.granted_at:.0f} s "
-                          "into its turn", flush=True)
                     continue
-                said = json.loads(heard.result()) if heard.result().strip() else {}
+                said = _said(heard.result())
                 if "cpus" not in said:
                     break
-                await _send(writer, {"held_off": self._measuring(request, said["cpus"])})
+                done = self._measuring(request, said["cpus"])
+                # an asker that does not read the answer loses its turn by its limit, not later
+                holding = self.holder is request and deadline is not None
+                await asyncio.wait_for(_send(writer, {"held_off": done}),
+                                       max(deadline - time.monotonic(), 0.0) if holding else ASK_WITHIN_S)
                 heard = asyncio.ensure_future(reader.readline())
         finally:
             heard.cancel()
         if self.holder is not request:
-            await _send(writer, {"over": request.limit})
+            await asyncio.wait_for(_send(writer, {"over": request.limit}), ASK_WITHIN_S)
         elif said.get("done"):
             self.durations[request.what] = round(time.monotonic() - self.granted_at, 1)  # the next estimate
             write_atomic(self.durations_path, json.dumps(self.durations, indent=1))  # mkstemp: 0600
-            await _send(writer, {"done": True})
+            await asyncio.wait_for(_send(writer, {"done": True}), ASK_WITHIN_S)
     # ANCHOR_END: hold
+
+    def _take_back(self, request: Request) -> None:
+        self.holder = None  # the next in line measures now
+        self.on_turn(None)
+        self._changed()
+        print(f"over: {request.describe()} still measured {time.monotonic() - self.granted_at:.0f} s into its turn",
+              flush=True)
 
     def _measuring(self, request: Request, cpus) -> str:
         """What the queue did about the CPUs the holder measures on: nothing once its turn was taken back."""
         if self.holder is not request or not isinstance(cpus, list) or not cpus \
-                or not all(isinstance(cpu, int) and 0 <= cpu < 8192 for cpu in cpus):
+                or not all(type(cpu) is int and 0 <= cpu < 8192 for cpu in cpus):
             return ""
         return self.on_measuring(request.uid, sorted(set(cpus)))
 
@@ -234,6 +242,19 @@ class Queue:
         finally:
             server.close()
             remove_socket(path, made)
+
+
+def _said(line: bytes) -> dict:
+    """One line of the asker's as a JSON object; {} for an empty line (it left), anything else refused."""
+    if not line.strip():
+        return {}
+    try:
+        said = json.loads(line)
+    except RecursionError:  # nesting deeper than the parser goes: nonsense, not a traceback in root's log
+        raise ValueError("nested too deep") from None
+    if not isinstance(said, dict):
+        raise ValueError("not a JSON object")
+    return said
 
 
 async def _send(writer: asyncio.StreamWriter, message: dict) -> None:
@@ -304,19 +325,19 @@ def start(workshop: roster.Workshop) -> tuple[int, int]:
 def running(workshop: roster.Workshop) -> bool:
     """Whether the queue `up` started still runs (by its pid and start time: a reused pid is not the queue)."""
     pid, started = workshop.turns_pid, workshop.turns_started
-    return bool(pid and started) and start_time(pid) == started
+    return bool(pid and started) and alive(pid, started)  # a killed queue its parent has not reaped is not
 
 
 def stop(pid: int | None, started: int | None, path: Path) -> list[str]:
     """SIGTERM the service (SIGKILL if it lingers), checking it is still the process that was started; the socket
     goes too, and its folder when it is the default one (after a kill -9 nothing else removes them)."""
     done = []
-    if pid and started and start_time(pid) == started:
+    if pid and started and alive(pid, started):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 5
-        while start_time(pid) == started and time.monotonic() < deadline:
+        while alive(pid, started) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if start_time(pid) == started:
+        if alive(pid, started):
             os.kill(pid, signal.SIGKILL)
         done.append(f"stopped the measurement queue (pid {pid})")
     remove_socket(path, with_folder=path.parent == DEFAULT_SOCKET.parent)
@@ -350,7 +371,9 @@ def hold_the_others_off_cpus(uid: int, cpus: list[int]) -> str:
         return ""
     if workshop is None:
         return ""
-    return cgroups.hold_off(holder, [roster.system_user(name) for name in workshop.learners], cpus)
+    # a learner with CPUs of their own stays on them: moved, they would land on a classmate's
+    movable = [roster.system_user(name) for name in workshop.learners if name not in workshop.cpus]
+    return cgroups.hold_off(holder, movable, cpus)
 
 
 def main() -> None:
