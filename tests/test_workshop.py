@@ -485,8 +485,13 @@ def _start_all_cells(page) -> None:
 
 
 def _outputs_once_idle(page) -> str:
-    """The text of the notebook's outputs once its kernel is idle again."""
-    page.wait_for_selector(IDLE, timeout=300_000)
+    """The text of the notebook's outputs once every cell Run All queued has run: the kernel is idle for a moment
+    between two cells too, but a cell still to run shows [*]."""
+    page.wait_for_function("""() => {
+        const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent);
+        return prompts.length > 0 && !prompts.some(text => text.includes('*'))
+            && document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null;
+    }""", timeout=300_000)
     return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
 
 
