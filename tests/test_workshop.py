@@ -492,7 +492,8 @@ def _outputs_once_idle(page) -> str:
         return prompts.length > 0 && !prompts.some(text => text.includes('*'))
             && document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null;
     }""", timeout=300_000)
-    return "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+    # textContent, not innerText: JupyterLab skips rendering the cells scrolled out of view (content-visibility)
+    return "\n".join(page.locator(".jp-OutputArea-output").all_text_contents())
 
 
 def _server_pid(user: str) -> int:
