@@ -357,8 +357,9 @@ def test_a_native_run_measures_this_boot_and_says_what_to_compare(isolated_state
 @pytest.mark.slow
 def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path(guest_image):
     """The full run's Debian guests, booted side by side: each runs the paging mode asked for, under TCG with a
-    clock that counts instructions, so a boot's two cheapest rounds agree to a fifth of the fifth level's ~15
-    instructions per fault (to 0.1 in most boots; a CI boot's rounds stepped down 6,855.0, 6,853.4, 6,851.6, some
+    clock that counts instructions, so a boot's two cheapest rounds agree to under half the fifth level's ~15
+    instructions per fault (to 0.1 in most boots; a 5-level CI boot of 2026-12-08 had 6,815.5 and 6,820.7; another
+    CI boot's rounds stepped down 6,855.0, 6,853.4, 6,851.6, some
     7,000 instructions a round of 4,096 faults, cause not confirmed); both modes count the same fault path to
     within 1%.
 
@@ -379,7 +380,7 @@ def test_a_real_pair_of_emulated_boots_counts_each_paging_modes_fault_path(guest
     assert all(fault_around(s) == 1 for b in (five, four) for s in b["samples"] if s["mode"] == "anon")
     for boot in (five, four):
         cheapest, next_cheapest = sorted(per_fault(s) for s in boot["samples"] if s["mode"] == "anon")[:2]
-        assert cheapest == boot_cost(boot) and next_cheapest - cheapest < 3, (boot["profile"], boot["samples"])
+        assert cheapest == boot_cost(boot) and next_cheapest - cheapest < 7, (boot["profile"], boot["samples"])
     assert abs(extra_per_fault([five, four])) < 0.01 * boot_cost(four), (boot_cost(five), boot_cost(four))
     assert not any(vm(profile).running() for profile in PROFILES.values()), "booted for one measurement, then stopped"
 
