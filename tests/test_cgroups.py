@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -193,7 +194,10 @@ def test_a_classmates_busy_loop_leaves_the_measured_cpu_and_comes_back_when_the_
     holder = f"perflab-u{os.getpid() % 100000}"
     classmate = _in_group(group, ["taskset", "-c", str(measured), sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 20  # until the loop runs, pinned: under load its start takes seconds
+        while Path(f"/proc/{classmate.pid}/cmdline").read_bytes().split(b"\0")[1:3] != [b"-c", b"while True: pass"]:
+            assert classmate.poll() is None and time.monotonic() < deadline, "the classmate's loop did not start"
+            time.sleep(0.05)
         said = cgroups.hold_off(holder, [group, holder], [measured])
         assert said.endswith(f"while this measures on CPU {measured}"), said
         time.sleep(0.3)  # even pinned to the measured CPU, the loop runs only on the cpuset's
