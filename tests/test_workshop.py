@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import HOLD_A_TURN_AND_THE_LOCK, REPO, run_cli
 from perflab import lock
 from perflab.labs import CannotShow
 from perflab.processes import alive
 from perflab.sysfs import default_root
-from perflab.workshop import cgroups, dashboard, dashboard_page, roster
+from perflab.workshop import cgroups, dashboard, dashboard_page, roster, turns
 from perflab.workshop.learner_files import LearnerFiles
 
 CHROMIUM = shutil.which("chromium")
@@ -470,23 +470,17 @@ def _until_said(process: subprocess.Popen, text: str) -> str:
     return said
 
 
-IDLE = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
-
-
-def _start_all_cells(page) -> None:
-    """Run every cell of the notebook open in `page`, as a learner would from the Run menu, and return once the
-    kernel is busy with them."""
+def _run_all_cells(page) -> str:
+    """Run every cell of the notebook open in `page`, as a learner would from the Run menu; the text of its
+    outputs once every cell has run (the kernel is idle for a moment between two cells too, but a cell still to
+    run shows [*])."""
+    idle = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_selector(IDLE)
+    page.wait_for_selector(idle)
     page.keyboard.press("Escape")
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='busy']")
-
-
-def _outputs_once_idle(page) -> str:
-    """The text of the notebook's outputs once every cell Run All queued has run: the kernel is idle for a moment
-    between two cells too, but a cell still to run shows [*]."""
     page.wait_for_function("""() => {
         const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent);
         return prompts.length > 0 && !prompts.some(text => text.includes('*'))
@@ -532,7 +526,7 @@ def _processes_of(state: Path) -> list[str]:
 @pytest.mark.slow
 @as_root
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: `make test` installs it")
-def test_a_class_of_three_measures_from_notebooks_in_turn_is_graded_and_down_leaves_nothing(tmp_path, shared_lock):
+def test_a_class_of_three_logs_in_measures_in_turn_is_graded_and_down_leaves_nothing(tmp_path, shared_lock):
     from playwright.sync_api import sync_playwright
 
     suffix = secrets.token_hex(2)
@@ -562,44 +556,62 @@ def test_a_class_of_three_measures_from_notebooks_in_turn_is_graded_and_down_lea
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            pages = [_log_in(browser, url, name, passwords[name], f"**/user/{roster.system_user(name)}/perflab/**")
-                     for name in learners]
-            assert all("perflab" in page.content() for page in pages)
-            lab_notebook = "lab/tree/work/labs/05-numa-static-data/lab.ipynb"
-            for page, user in zip(pages, users):  # each from their landing page, as the course starts them
-                page.click("text=One written global caps a NUMA machine's throughput")
-                page.wait_for_url(f"**/user/{user}/{lab_notebook}")
-            page = pages[-1]  # the last learner reads the chapter first and comes back through its link
+            for name in learners:
+                page = _log_in(browser, url, name, passwords[name], f"**/user/{roster.system_user(name)}/perflab/**")
+                assert "perflab" in page.content()
+            page.click("text=One written global caps a NUMA machine's throughput")  # as the last learner would
+            page.wait_for_url(f"**/user/{users[-1]}/lab/tree/work/labs/05-numa-static-data/lab.ipynb")
             with page.context.expect_page() as opened:  # the notebook's link to its chapter, through the hub
                 page.locator(".jp-Notebook").get_by_role("link", name="book, lab 5").click()
             chapter = opened.value
             chapter.wait_for_url(f"**/user/{users[-1]}/perflab/book/labs/05-numa-static-data.html")
             chapter.get_by_role("link", name="your copy").click()  # and the chapter's link back to the notebook
-            chapter.wait_for_url(f"**/user/{users[-1]}/{lab_notebook}")
-            notebooks = [*pages[:-1], chapter]
-            for page in notebooks:  # all three at once: the class's queue lets one measure at a time
-                _start_all_cells(page)
-            verdicts = [_outputs_once_idle(page) for page in notebooks]
-            for verdict in verdicts:
-                assert any(word in verdict for word in ("reproduced", "inconclusive")), verdict
-                assert "does not answer" not in verdict and "Permission denied" not in verdict, verdict
-                if cgroups.layout(default_root()) is not None:  # the queue said what it did with the class
-                    assert "perflab: the class " in verdict, verdict
-            for page in notebooks:
-                page.context.close()  # JupyterLab autosaves from the page: closed, it writes nothing more
-            log = (state / "turns.log").read_text()
-            assert all(f"turn: {name}'s perflab run numa-static-data, limit" in log for name in learners), log
+            chapter.wait_for_url(f"**/user/{users[-1]}/lab/tree/work/labs/05-numa-static-data/lab.ipynb")
+            verdict = _run_all_cells(chapter)  # the lab measures from the learner's notebook, through the queue
+            assert any(word in verdict for word in ("reproduced", "inconclusive")), verdict
+            assert "does not answer" not in verdict and "Permission denied" not in verdict, verdict
+            if cgroups.layout(default_root()) is not None:  # the queue said what it did with the class
+                assert "perflab: the class " in verdict, verdict
+            chapter.context.close()  # JupyterLab autosaves from the page: closed, it writes nothing more
             server = _server_pid(users[-1])
             if cgroups.layout(default_root()) is not None:
                 assert f"{cgroups.GROUP}/{users[-1]}" in Path(f"/proc/{server}/cgroup").read_text(), "out of its group"
             landed = Path(pwd.getpwnam(users[0]).pw_dir) / "work" / "labs"
             assert landed.is_dir() and landed.stat().st_uid == pwd.getpwnam(users[0]).pw_uid
 
-            # From a terminal, as a learner: a run, and a grade that measures afresh, each a turn of the queue.
+            # carol holds the lock file and a turn and never lets go; alice and bob queue behind her turn, alice
+            # first, and measure in turn once the queue takes carol's back at its limit.
             perflab = str(REPO / ".venv/bin/perflab")
-            terminal = _as_learner(learners[0], perflab, *MEASURE, lock_file=shared_lock, queue=queue)
-            out, err = terminal.communicate(timeout=300)
-            assert terminal.returncode == 0 and "results: " in out, err
+            hostile = _as_learner(learners[2], str(REPO / ".venv/bin/python"), "-c", HOLD_A_TURN_AND_THE_LOCK,
+                                  lock_file=shared_lock, queue=queue)
+            running = [hostile]  # ended however the test ends: a failed assertion left carol's hold for 10 minutes
+            try:
+                assert json.loads(hostile.stdout.readline()) == {"turn": TURN_LIMIT_S}
+                granted = time.time()
+                first = _as_learner(learners[0], perflab, *MEASURE, lock_file=shared_lock, queue=queue)
+                running.append(first)
+                said = [_until_said(first, "waiting to measure")]
+                second = _as_learner(learners[1], perflab, *MEASURE, lock_file=shared_lock, queue=queue)
+                running.append(second)
+                said.append(_until_said(second, "waiting to measure"))
+                outputs = [process.communicate(timeout=300) for process in (first, second)]
+                assert first.returncode == 0 and second.returncode == 0, outputs
+                assert hostile.poll() is None, "carol's hold ended by itself: the test proves nothing"
+            finally:
+                for process in running:
+                    if process.poll() is None:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
+            waited = [before + err for before, (_, err) in zip(said, outputs)]
+            assert "waiting to measure: 1st in line" in waited[0], waited[0]
+            assert f"(now: {learners[2]}'s perflab run loop-alignment --quick)" in waited[0], waited[0]
+            assert "waiting to measure: 2nd in line" in waited[1], "the second learner did not see their place"
+            assert waited[1].index("2nd in line") < waited[1].index("1st in line"), waited[1]
+            assert f"(now: {learners[0]}'s perflab {' '.join(MEASURE)})" in waited[1]
+            saved = [Path(out.split("results: ")[-1].strip()) for out, _ in outputs]
+            assert saved[0].stat().st_mtime_ns < saved[1].stat().st_mtime_ns, "the second learner measured first"
+            stalled = saved[0].stat().st_mtime - granted  # carol's turn, then alice's whole run (a few seconds)
+            assert stalled < TURN_LIMIT_S + turns.GRACE_S + 30, f"carol's hold stalled alice {stalled:.0f} s"
 
             # What learners cannot see or change: the state folder, the hub's log and database, the durations.
             for target in ("", "hub.log", "jupyterhub.sqlite", "durations.json"):
