@@ -349,28 +349,31 @@ def _answers(path: Path) -> bool:
         return probe.connect_ex(str(path)) == 0
 
 
-def hold_the_others_off(uid: int | None) -> None:
-    """While a turn runs, every other learner's CPU weight at the least (perflab.workshop.cgroups); all normal
-    again when it ends, and when the queue starts (one killed mid-turn left them low)."""
+def _class_and_holder(uid: int | None) -> tuple[roster.Workshop, str | None] | None:
+    """The workshop set up here and the login of the turn's holder (None for none), or None when there is no
+    class to hold off (no workshop, or a holder whose user is gone)."""
     try:
         workshop = roster.load()
         holder = None if uid is None else pwd.getpwuid(uid).pw_name
     except (PerflabError, KeyError):
-        return
-    if workshop is not None:
+        return None
+    return None if workshop is None else (workshop, holder)
+
+
+def hold_the_others_off(uid: int | None) -> None:
+    """While a turn runs, every other learner's CPU weight at the least (perflab.workshop.cgroups); all normal
+    again when it ends, and when the queue starts (one killed mid-turn left them low)."""
+    if (found := _class_and_holder(uid)) is not None:
+        workshop, holder = found
         cgroups.yield_to(holder, [roster.system_user(name) for name in workshop.learners])
 
 
 def hold_the_others_off_cpus(uid: int, cpus: list[int]) -> str:
     """Once the holder names the CPUs it measures on: every other learner off them, where the machine has CPUs to
     spare (perflab.workshop.cgroups.hold_off); what was done, in a line for the measurer."""
-    try:
-        workshop = roster.load()
-        holder = pwd.getpwuid(uid).pw_name
-    except (PerflabError, KeyError):
+    if (found := _class_and_holder(uid)) is None:
         return ""
-    if workshop is None:
-        return ""
+    workshop, holder = found
     # a learner with CPUs of their own stays on them: moved, they would land on a classmate's
     movable = [roster.system_user(name) for name in workshop.learners if name not in workshop.cpus]
     return cgroups.hold_off(holder, movable, cpus)
