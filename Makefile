@@ -53,7 +53,8 @@ $(UV):
 	$(TOOLS)/uv/bin/pip install -q uv==$(UV_VERSION)
 
 # The lock file pins every Python package; --frozen refuses to run if it is stale.
-# JupyterLab's defaults come from deps/: no news pop-up over the course's notebooks, and the
+# JupyterLab's defaults come from deps/: no news pop-up over the course's notebooks, a notebook that starts
+# Python without asking (opened before the kernels were listed, JupyterLab asks which kernel), and the
 # perflab server extension (the landing page, the book, the learner's workspace in work/).
 # Debian's python3, not whichever comes first on PATH: every user can run it, as a workshop's
 # learners must (a pyenv under /root, say, is private to root).
