@@ -472,16 +472,32 @@ def _until_said(process: subprocess.Popen, text: str) -> str:
 
 def _run_all_cells(page) -> None:
     """Press Run All Cells in the notebook open in `page`, as a learner would from the Run menu, once its kernel
-    is idle; return once every code cell is queued (each shows [*] or its number, none [ ])."""
+    is idle; return once every code cell is queued (each shows [*] or its number, none [ ]). Pressed before the
+    page's kernel connection is ready, JupyterLab runs nothing (jupyterlab#8490), and a learner presses again:
+    so does this, once, after 30 s."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-    page.keyboard.press("Escape")
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_text("Run All Cells", exact=True).click()
-    page.wait_for_function("""() => {
-        const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent);
-        return prompts.length > 0 && !prompts.some(text => /\\[\\s*\\]/.test(text));
-    }""")
+    for attempt in (1, 2):
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+        page.keyboard.press("Escape")
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        try:
+            page.wait_for_function("""() => {
+                const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+                    .map(p => p.textContent);
+                return prompts.length > 0 && !prompts.some(text => /\\[\\s*\\]/.test(text));
+            }""", timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            seen = page.evaluate("""() => ({
+                prompts: [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent),
+                status: document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status,
+                kernel: document.querySelector('.jp-KernelName, .jp-Toolbar-kernelName')?.textContent,
+                dialogs: [...document.querySelectorAll('.jp-Dialog')].map(d => d.textContent)})""")
+            print(f"Run All queued nothing in 30 s ({page.url}, attempt {attempt}): {seen}")
+    raise AssertionError(f"Run All queued nothing, twice: {seen}")
 
 
 def _outputs_once_every_cell_ran(page) -> str:
