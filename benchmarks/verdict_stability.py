@@ -1,7 +1,8 @@
 """Verdict stability: each lab's quick run, repeated, on this machine. How often does each verdict come out,
 and how long does a quick run take?
 
-usage: .venv/bin/python benchmarks/verdict_stability.py [LAB ...] [--repeat N] [--vm PROFILE] [--neighbour] [--json]
+usage: .venv/bin/python benchmarks/verdict_stability.py [LAB ...] [--repeat N] [--vm PROFILE] [--neighbour [LOADS]]
+                                                        [--json]
 
 A learner runs a lab once and believes its verdict, so a lab whose verdict
 flips from run to run is a defect. The target: the same verdict in at least
@@ -11,14 +12,16 @@ it, with its results kept in a folder of their own. The table printed at the
 end is the one in the labs' READMEs; the raw verdicts and times are saved as
 JSON next to it, with the probe's summary of the machine.
 
-With --neighbour every round runs each lab twice, in alternating order: once
-quiet and once beside `stress-ng --cpu 1 --cpu-load 30` pinned to the last of
-the CPUs the lab measures on (a light neighbour: another user's notebook).
-A run beside it must either give the quiet runs' verdict or say in its reason
-that the machine was busy; the table counts the runs that did neither.
+With --neighbour every round also runs each lab beside `stress-ng --cpu 1
+--cpu-load L` pinned to the last of the CPUs the lab measures on, for each load
+L (default 10 and 30 percent: an editor, another user's notebook), the order
+rotated from round to round. A run beside one should give the quiet runs'
+verdict (its notes say how much the neighbour could have moved it), or say
+inconclusive with a reason that names the neighbour; the table counts each, and
+the defects: another verdict that does not name it.
 
 This is a benchmark, not a test: 10 runs of every lab take 10 to 20 minutes
-(twice that with --neighbour).
+(once more for each neighbour's load).
 
 examples:
   .venv/bin/python benchmarks/verdict_stability.py
@@ -26,6 +29,7 @@ examples:
   .venv/bin/python benchmarks/verdict_stability.py --repeat 3 --json
   .venv/bin/python benchmarks/verdict_stability.py first-core-ipi --vm numa2   # each run boots the VM
   .venv/bin/python benchmarks/verdict_stability.py causal-profiling loop-alignment --neighbour
+  .venv/bin/python benchmarks/verdict_stability.py numa-static-data --neighbour 10,30,60
 """
 
 from __future__ import annotations
@@ -52,13 +56,15 @@ from perflab.probe import probe  # noqa: E402
 from perflab.results import write_atomic  # noqa: E402
 
 TARGET_SHARE, TARGET_SECONDS = 0.9, 60
-NEIGHBOUR_LOAD = 30  # percent of one CPU
-BUSY = "the machine was busy"  # how a verdict's reason names neighbours (perflab.interference)
+NEIGHBOUR_LOADS = "10,30"  # percent of one CPU
+# how a verdict names neighbours (perflab.interference): vetoed, or decided beside them
+NAMED = ("the machine was busy", "neighbours could account for")
+DECIDED_BESIDE = "decided beside neighbours"
 
 
 def quick_run(lab: str, folder: Path, vm: list[str]) -> tuple[str, float, str]:
     """One `perflab run LAB --quick --json [--vm PROFILE]` as a learner would start it: (verdict, wall seconds,
-    reason)."""
+    reason and notes, a line each)."""
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "perflab", "run", lab, "--quick", "--json", *vm], capture_output=True,
                           text=True, cwd=REPO, env={**os.environ, "PERFLAB_RESULTS": str(folder)}, timeout=900)
@@ -66,7 +72,7 @@ def quick_run(lab: str, folder: Path, vm: list[str]) -> tuple[str, float, str]:
     if done.returncode != 0:
         return f"error: {done.stderr.strip().splitlines()[-1:]}", seconds, ""
     verdict = json.loads(done.stdout)
-    return verdict["verdict"], seconds, verdict["reason"]
+    return verdict["verdict"], seconds, "\n".join([verdict["reason"], *verdict["notes"]])
 
 
 def neighbour_cpu(lab: str) -> int | None:
@@ -77,12 +83,12 @@ def neighbour_cpu(lab: str) -> int | None:
     return max(watched) if watched else None
 
 
-def beside_neighbour(lab: str, folder: Path, vm: list[str]) -> tuple[str, float, str]:
-    """A quick run while stress-ng keeps one of the lab's CPUs NEIGHBOUR_LOAD% busy."""
+def beside_neighbour(lab: str, folder: Path, vm: list[str], load: int) -> tuple[str, float, str]:
+    """A quick run while stress-ng keeps one of the lab's CPUs `load`% busy."""
     cpu = neighbour_cpu(lab)
     if cpu is None:
         return "no CPU to share", 0.0, ""
-    neighbour = subprocess.Popen(["stress-ng", "--cpu", "1", "--cpu-load", str(NEIGHBOUR_LOAD), "--taskset", str(cpu),
+    neighbour = subprocess.Popen(["stress-ng", "--cpu", "1", "--cpu-load", str(load), "--taskset", str(cpu),
                                   "--timeout", "1h", "--quiet"], start_new_session=True)
     try:
         time.sleep(1)  # started and at its load before the lab measures
@@ -105,18 +111,33 @@ def summary_rows(runs: dict[str, list[tuple[str, float, str]]]) -> list[list[str
     return rows
 
 
-def neighbour_rows(quiet: dict[str, list], busy: dict[str, list]) -> list[list[str]]:
-    """Beside the neighbour: how often each verdict, how often the reason named it, and the defects: a verdict
-    other than the quiet runs' most common one, stated without naming the neighbour."""
-    rows = [["lab", "runs", "verdicts beside the neighbour", "named it", "quiet verdict", "unnamed other verdict"]]
-    for lab, found in busy.items():
-        quiet_verdict = collections.Counter(v for v, _, _ in quiet[lab]).most_common(1)[0][0]
-        counts = collections.Counter(v for v, _, _ in found)
-        named = sum(BUSY in reason for _, _, reason in found)
-        defects = sum(v != quiet_verdict and BUSY not in reason for v, _, reason in found)
-        rows.append([lab, str(len(found)), ", ".join(f"{v} {n}" for v, n in counts.most_common()),
-                     f"{named}/{len(found)}", quiet_verdict, str(defects)])
+def neighbour_rows(quiet: dict[str, list], busy: dict[int, dict[str, list]]) -> list[list[str]]:
+    """Beside each neighbour: how often the quiet runs' verdict came out (decided beside it, or never saw it), how
+    often a verdict named it as what could account for it, and the defects: another verdict that did not name it."""
+    rows = [["lab", "neighbour", "runs", "verdicts", "quiet verdict", "kept it", "kept, bound noted",
+             "inconclusive naming it", "unnamed other verdict"]]
+    for load, by_lab in busy.items():
+        for lab, found in by_lab.items():
+            quiet_verdict = collections.Counter(v for v, _, _ in quiet[lab]).most_common(1)[0][0]
+            counts = collections.Counter(v for v, _, _ in found)
+            named = [any(phrase in said.splitlines()[0] for phrase in NAMED) if said else False for _, _, said in found]
+            rows.append([lab, f"{load}%", str(len(found)), ", ".join(f"{v} {n}" for v, n in counts.most_common()),
+                         quiet_verdict, f"{counts[quiet_verdict]}/{len(found)}",
+                         str(sum(v == quiet_verdict and DECIDED_BESIDE in said for v, _, said in found)),
+                         str(sum(v == "inconclusive" and n for (v, _, _), n in zip(found, named))),
+                         str(sum(v != quiet_verdict and not n for (v, _, _), n in zip(found, named)))])
     return rows
+
+
+def neighbour_loads(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """"10,30" -> [10, 30]: each a whole percentage of one CPU, 1 to 99 (stress-ng's --cpu-load)."""
+    try:
+        loads = [int(part) for part in text.split(",")]
+    except ValueError:
+        loads = []
+    if not loads or any(not 1 <= load <= 99 for load in loads) or len(set(loads)) != len(loads):
+        parser.error(f"--neighbour {text!r}: give loads in percent of one CPU, 1 to 99, each once (e.g. 10,30)")
+    return loads
 
 
 def main() -> int:
@@ -125,26 +146,32 @@ def main() -> int:
     parser.add_argument("labs", nargs="*", default=available(), help="labs to run (default: every ready lab)")
     parser.add_argument("--repeat", type=int, default=10, help="quick runs of each lab (default 10)")
     parser.add_argument("--vm", metavar="PROFILE", help="run each lab in this VM (vm/PROFILE.toml), booted per run")
-    parser.add_argument("--neighbour", action="store_true",
-                        help=f"also run each lab beside stress-ng at {NEIGHBOUR_LOAD}%% of one of its CPUs")
+    parser.add_argument("--neighbour", nargs="?", const=NEIGHBOUR_LOADS, metavar="LOADS",
+                        help="also run each lab beside stress-ng at each of these percentages of one of its CPUs "
+                             f"(default {NEIGHBOUR_LOADS})")
     parser.add_argument("--json", action="store_true", help="print the raw runs as JSON instead of the table")
     args = parser.parse_args()
     unknown = sorted(set(args.labs) - set(available()))
     if unknown or args.repeat < 1:
         parser.error(f"unknown lab {unknown[0]}" if unknown else "--repeat must be at least 1")
+    loads = neighbour_loads(parser, args.neighbour) if args.neighbour is not None else []
     runs: dict[str, list[tuple[str, float, str]]] = {lab: [] for lab in args.labs}
-    busy: dict[str, list[tuple[str, float, str]]] = {lab: [] for lab in args.labs} if args.neighbour else {}
+    busy = {load: {lab: [] for lab in args.labs} for load in loads}
     vm = ["--vm", args.vm] if args.vm else []
     with tempfile.TemporaryDirectory(prefix="perflab-stability-") as folder:
         for round_ in range(args.repeat):  # labs take turns, so a slow hour of the host hits all of them
             for lab in args.labs:
-                kinds = [(runs, quick_run, "quiet"), *([(busy, beside_neighbour, "beside stress-ng")] if busy else [])]
-                for found, run, label in kinds[::-1] if round_ % 2 else kinds:  # alternate which goes first
-                    found[lab].append(run(lab, Path(folder), vm))
+                kinds = [(runs, None), *((busy[load], load) for load in loads)]
+                turn = round_ % len(kinds)
+                for found, load in kinds[turn:] + kinds[:turn]:  # rotate which goes first
+                    found[lab].append(quick_run(lab, Path(folder), vm) if load is None else
+                                      beside_neighbour(lab, Path(folder), vm, load))
+                    label = "quiet" if load is None else f"beside stress-ng at {load}%"
                     print(f"[{round_ + 1}/{args.repeat}] {lab} ({label}): {found[lab][-1][0]} in "
                           f"{found[lab][-1][1]:.0f} s", file=sys.stderr, flush=True)
     record = {"created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-              "machine": probe().summary(), "vm": args.vm, "runs": runs, "beside_neighbour": busy or None}
+              "machine": probe().summary(), "vm": args.vm, "runs": runs,
+              "beside_neighbour": {str(load): found for load, found in busy.items()} or None}
     out = results_dir() / "benchmarks" / f"verdict-stability-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(record, indent=1) + "\n")

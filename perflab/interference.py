@@ -14,9 +14,14 @@ themselves cause) are left out. The host's share comes from each CPU's steal
 time in /proc/stat. A look every half second places a program that moves
 between CPUs only roughly; one pinned to a CPU, exactly.
 
-`unless_quiet` turns a verdict into "inconclusive" when neighbours took
-BUSY_SHARE or more of one of the lab's CPUs, naming the CPU, the share and the
-programs, and keeps what was measured in the notes.
+When neighbours took BUSY_SHARE or more of one of the lab's CPUs, `unless_quiet`
+asks whether they could have made the verdict. The busiest half-second on any
+watched CPU bounds how much they slowed an arm (`slowdown`); where the lab's
+effect is a ratio of its arms' times or rates, the verdict stands if its
+interval, widened by that factor, still decides it (perflab.verdict.decided_beside).
+Otherwise, and for effects a neighbour moves in ways no share bounds, the verdict
+is "inconclusive", naming the CPU, the share and the programs; what was measured
+stays in the notes.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .sysfs import SysRoot, default_root
 
 LOOK_EVERY_S = 0.5
 BUSY_SHARE = 0.05  # of a CPU's time during the measurement: a neighbour this busy can move a lab's effect
+MOST_SHARE = 0.9  # of a CPU in its busiest window: beyond it an arm could have run ten times as long
 MIN_BUSY_S = 0.03  # three clock ticks: a process is charged whole ticks, so one or two may be rounding
 PF_KTHREAD = 0x00200000
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -129,10 +135,26 @@ def steal_ticks(root: SysRoot) -> dict[int, int]:
     return steal
 
 
+def busiest(windows: list[tuple[float, dict[int, int]]], cpus: list[int]) -> dict[str, float]:
+    """Each CPU's largest share taken by others in one window between two looks: [(seconds, {cpu: ticks})], a
+    window shorter than half a look merged into the one before (a tick in a few milliseconds is no share)."""
+    merged: list[tuple[float, dict[int, int]]] = []
+    for seconds, ticks in windows:
+        if merged and seconds < LOOK_EVERY_S / 2:
+            last_seconds, last_ticks = merged[-1]
+            merged[-1] = (last_seconds + seconds, {c: last_ticks.get(c, 0) + ticks.get(c, 0) for c in cpus})
+        else:
+            merged.append((seconds, ticks))
+    return {str(cpu): round(min(1.0, max((ticks.get(cpu, 0) / TICKS_PER_S / seconds for seconds, ticks in merged
+                                          if seconds > 0), default=0.0)), 3) for cpu in cpus}
+
+
 def summary(cpus: list[int], seconds: float, used: dict[tuple[int, str, int], int],
-            steal_before: dict[int, int], steal_after: dict[int, int]) -> dict[str, Any]:
-    """What the result keeps: the watched CPUs and time, each neighbour's seconds per CPU, the host's steal."""
-    return {"cpus": cpus, "seconds": round(seconds, 3),
+            steal_before: dict[int, int], steal_after: dict[int, int],
+            windows: list[tuple[float, dict[int, int]]]) -> dict[str, Any]:
+    """What the result keeps: the watched CPUs and time, each neighbour's seconds per CPU, the host's steal, and
+    the busiest window's share of each CPU (neighbours and steal)."""
+    return {"cpus": cpus, "seconds": round(seconds, 3), "busiest": busiest(windows, cpus),
             "neighbours": [{"cpu": cpu, "name": name, "pid": pid, "seconds": ticks / TICKS_PER_S}
                            for (cpu, name, pid), ticks in sorted(used.items(), key=lambda kv: -kv[1])],
             "steal": {str(cpu): (steal_after.get(cpu, 0) - steal_before.get(cpu, 0)) / TICKS_PER_S for cpu in cpus}}
@@ -144,25 +166,30 @@ class Watch:
     def __init__(self, cpus: list[int], root: SysRoot):
         self.cpus, self.root = sorted(cpus), root
         self.used: dict[tuple[int, str, int], int] = defaultdict(int)
+        self.windows: list[tuple[float, dict[int, int]]] = []  # (seconds, {cpu: ticks of others and the host})
         self.summary: dict[str, Any] | None = None
         self._stop = threading.Event()
 
-    def _look(self, before: dict) -> dict:
-        now = tasks(self.root)
+    def _look(self, before: dict, steal_before: dict[int, int], since: float) -> tuple[dict, dict[int, int], float]:
+        now, steal, at = tasks(self.root), steal_ticks(self.root), time.monotonic()
+        window = {cpu: steal.get(cpu, 0) - steal_before.get(cpu, 0) for cpu in self.cpus}
         for key, ticks in charge(before, now, descendants(os.getpid(), now), set(self.cpus)).items():
             self.used[key] += ticks
-        return now
+            window[key[0]] += ticks
+        self.windows.append((at - since, window))
+        return now, steal, at
 
-    def _loop(self, first: dict) -> None:
-        last = first
+    def _loop(self, first: dict, steal: dict[int, int], started: float) -> None:
+        last = first, steal, started
         while not self._stop.wait(LOOK_EVERY_S):
-            last = self._look(last)
-        self._look(last)
+            last = self._look(*last)
+        self._look(*last)
 
     @contextmanager
     def running(self) -> Iterator[Watch]:
         steal_before, started = steal_ticks(self.root), time.monotonic()
-        thread = threading.Thread(target=self._loop, args=(tasks(self.root),), name="perflab-neighbours", daemon=True)
+        thread = threading.Thread(target=self._loop, args=(tasks(self.root), steal_before, started),
+                                  name="perflab-neighbours", daemon=True)
         thread.start()
         try:
             yield self
@@ -170,7 +197,7 @@ class Watch:
             self._stop.set()
             thread.join()
             self.summary = summary(self.cpus, time.monotonic() - started, self.used, steal_before,
-                                   steal_ticks(self.root))
+                                   steal_ticks(self.root), self.windows)
 
 
 def watch(cpus: list[int], root: SysRoot | None = None):
@@ -209,18 +236,45 @@ def busy_cpus(found: dict[str, Any]) -> list[str]:
 # ANCHOR_END: busy
 
 
-def unless_quiet(verdict, found: dict[str, Any] | None):
-    """The verdict, or "inconclusive" naming the neighbours when they took a share of the lab's CPUs.
+# ANCHOR: slowdown
+def slowdown(found: dict[str, Any]) -> float | None:
+    """How much longer others can have made an arm's time: a share s of its CPU leaves it 1 - s of the time, so
+    s / (1 - s) longer, from the busiest window of any watched CPU; None for a result saved before windows were
+    kept, or a CPU others took nearly all of."""
+    if "busiest" not in found:
+        return None
+    share = max(found["busiest"].values(), default=0.0)
+    return None if share >= MOST_SHARE else share / (1 - share)
+# ANCHOR_END: slowdown
 
-    cannot-show stays: it says what this machine lacks, which no neighbour changes.
+
+def unless_quiet(verdict, found: dict[str, Any] | None, time_ratio: bool = False):
+    """The verdict, unless neighbours that took a share of the lab's CPUs could have made it.
+
+    `time_ratio`: the verdict's effect is a ratio of arms' times or rates on the watched CPUs, judged against
+    its min_effect, so the widened interval tells (perflab.verdict.decided_beside); any other effect, a
+    neighbour's share does not bound, and a busy CPU leaves it inconclusive. cannot-show stays: it says what
+    this machine lacks, which no neighbour changes.
     """
-    from .verdict import Verdict
+    from .verdict import Verdict, decided_beside, widened
 
     busy = busy_cpus(found) if found else []
     if not busy or verdict.verdict == "cannot-show":
         return verdict
-    reason = (f"the machine was busy while the lab measured ({'; '.join(busy)}): a verdict from shared CPUs is not "
-              "this machine's; rerun when they are done or paused")
+    effect, slowed = verdict.effect, slowdown(found)
+    decided = verdict.verdict in ("reproduced", "not-reproduced")
+    if decided and time_ratio and effect and effect.min_effect is not None and slowed is not None:
+        low, high = widened(effect, slowed)
+        could = (f"{'; '.join(busy)}: they could have slowed an arm by up to {slowed:.0%} (the busiest half-second: "
+                 f"{max(found['busiest'].values()):.0%} of a measured CPU), which leaves {low:+.1%} to {high:+.1%}")
+        if decided_beside(effect, slowed) == verdict.verdict:
+            return Verdict(verdict.lab, verdict.verdict, verdict.reason, effect, verdict.results,
+                           [*verdict.notes, f"decided beside neighbours ({could}): still {verdict.verdict}"],
+                           verdict.result)
+        reason = f"neighbours could account for what was measured ({could}): rerun when they are done or paused"
+    else:
+        reason = (f"the machine was busy while the lab measured ({'; '.join(busy)}): a verdict from shared CPUs is "
+                  "not this machine's; rerun when they are done or paused")
     return Verdict(verdict.lab, "inconclusive", reason, verdict.effect, verdict.results,
                    [f"as measured beside the neighbours ({verdict.verdict}): {verdict.reason}", *verdict.notes],
                    verdict.result)

@@ -33,6 +33,7 @@ class Effect:
     p_value: float | None = None
     confidence: float = 0.95  # of the CI: a sequential race's looks use more than 95%
     relative: bool = True  # a fraction of the baseline (shown in %), or a difference in `unit`
+    min_effect: float | None = None  # the smallest effect worth teaching it was judged against, where one was
 
     def text(self) -> str:
         """"name: +7.2% (95% CI +4.9% to +9.6%, p = 2e-06)", or in the effect's unit when it is not relative:
@@ -100,6 +101,7 @@ def judge_change(
     statistic: Callable[[Sequence[float]], float] = stats.harmonic_mean,
     unit: str = "relative change",
     alpha: float = ALPHA,
+    slowdown: float = 0.0,
 ) -> tuple[str, str, Effect]:
     """Decide whether `treatment` beats `baseline` by at least `min_effect` (a fraction, e.g. 0.03).
 
@@ -107,38 +109,67 @@ def judge_change(
     bootstrap CI at 1 - alpha; the p-value is Mann-Whitney's, which does not
     assume normal timings (they rarely are). Higher is better: pass rates, not
     times. A sequential race judges at a smaller alpha at each look (see
-    perflab.sequential), so that looking often does not raise the error rate.
+    perflab.sequential), so that looking often does not raise the error rate. `slowdown` is how much a
+    neighbour may have slowed either arm (perflab.interference.slowdown): the interval is widened by it first.
     """
     low, high = stats.bootstrap_ratio_ci(baseline, treatment, statistic=statistic, confidence=1 - alpha)
     value = statistic(treatment) / statistic(baseline) - 1
     _, p = stats.mann_whitney_u(baseline, treatment)
-    effect = Effect(name, value, unit, low - 1, high - 1, p, 1 - alpha)
-    if p < alpha and low - 1 >= min_effect:
-        return "reproduced", effect.text(), effect
-    if high - 1 < min_effect:
-        return "not-reproduced", f"{effect.text()}; an effect of {min_effect:.0%} or more is ruled out", effect
-    return "inconclusive", f"{effect.text()}; too uncertain to decide", effect  # the caller knows what adds rounds
+    return _judged(Effect(name, value, unit, low - 1, high - 1, p, 1 - alpha, min_effect=min_effect), slowdown, alpha)
 # ANCHOR_END: judge_change
 
 
 # ANCHOR: judge_paired_change
 def judge_paired_change(name: str, numerator: Sequence[float], denominator: Sequence[float], min_effect: float,
-                        unit: str = "relative change", alpha: float = ALPHA) -> tuple[str, str, Effect]:
+                        unit: str = "relative change", alpha: float = ALPHA,
+                        slowdown: float = 0.0) -> tuple[str, str, Effect]:
     """Is numerator / denominator at least 1 + min_effect, round by round? Both arms ran in every round, one right
     after the other, so each round's ratio cancels what the host did to that round as a whole. The effect is the
     median ratio - 1, with a bootstrap CI at 1 - alpha; p is Wilcoxon's signed-rank test on the log ratios
-    (two-sided), which assumes no shape for the timings. The i-th values of both arms come from the same round."""
+    (two-sided), which assumes no shape for the timings. The i-th values of both arms come from the same round.
+    `slowdown` as for judge_change."""
     ratios = [a / b for a, b in zip(numerator, denominator, strict=True)]
     low, high = stats.bootstrap_ci(ratios, stats.median, confidence=1 - alpha)
     logs = [math.log(r) for r in ratios]
     p = 1.0 if not any(logs) else stats.wilcoxon_signed_rank(logs)
-    effect = Effect(name, stats.median(ratios) - 1, unit, low - 1, high - 1, p, 1 - alpha)
-    if p < alpha and low - 1 >= min_effect:
-        return "reproduced", effect.text(), effect
-    if high - 1 < min_effect:
-        return "not-reproduced", f"{effect.text()}; an effect of {min_effect:.0%} or more is ruled out", effect
-    return "inconclusive", f"{effect.text()}; too uncertain to decide", effect
+    effect = Effect(name, stats.median(ratios) - 1, unit, low - 1, high - 1, p, 1 - alpha, min_effect=min_effect)
+    return _judged(effect, slowdown, alpha)
 # ANCHOR_END: judge_paired_change
+
+
+# ANCHOR: beside
+def widened(effect: Effect, slowdown: float) -> tuple[float, float]:
+    """The effect's interval once either arm may have been slowed by up to `slowdown` (0.2: its times up to 20%
+    longer, its rates that much lower) by something else on its CPU: the ratio of the arms moves by at most that
+    factor, up or down."""
+    return (1 + effect.ci_low) / (1 + slowdown) - 1, (1 + effect.ci_high) * (1 + slowdown) - 1
+
+
+def decided_beside(effect: Effect, slowdown: float, alpha: float | None = None) -> str:
+    """The verdict a relative effect's interval gives, widened by a neighbour's possible slowdown: reproduced only
+    if even the effect the neighbour could least have inflated is worth teaching; not-reproduced only if even the
+    effect it could most have hidden is not. The test's level is the interval's unless given."""
+    low, high = widened(effect, slowdown)
+    if effect.p_value < (1 - effect.confidence if alpha is None else alpha) and low >= effect.min_effect:
+        return "reproduced"
+    if high < effect.min_effect:
+        return "not-reproduced"
+    return "inconclusive"
+# ANCHOR_END: beside
+
+
+def _judged(effect: Effect, slowdown: float, alpha: float) -> tuple[str, str, Effect]:
+    decided = decided_beside(effect, slowdown, alpha)
+    shown = effect.text()
+    if slowdown > 0:
+        low, high = widened(effect, slowdown)
+        shown += (f"; allowing for an arm slowed by up to {slowdown:.0%} by other programs on its CPU, "
+                  f"{low:+.1%} to {high:+.1%}")
+    if decided == "reproduced":
+        return decided, shown, effect
+    if decided == "not-reproduced":
+        return decided, f"{shown}; an effect of {effect.min_effect:.0%} or more is ruled out", effect
+    return decided, f"{shown}; too uncertain to decide", effect  # the caller knows what adds rounds
 
 
 def unless_emulated(verdict: Verdict, machine: Any, needs: str) -> Verdict:

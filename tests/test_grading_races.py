@@ -55,3 +55,15 @@ def test_a_fix_that_beats_the_known_wrong_fix_passes_while_the_wrong_fix_stays_o
     assert status == PASSED and "yours vs known wrong fix: +" in why
     level = rounds(**{YOURS: 0.5, RIGHT: 0.5, WRONG: 0.5})  # the wrong fix as fast as yours: still not a pass
     assert grade_of(level, 0.01, MIN_EFFECT)[0] == INCONCLUSIVE
+
+
+def test_beside_a_neighbour_a_grade_stands_only_if_the_slowdown_it_allows_could_not_have_made_it():
+    """A neighbour that could have slowed any version by 10% leaves a 20% fix a pass; one that could have slowed
+    it by 30% could have made the whole difference, and the grade is no longer decided."""
+    clear = rounds(**{YOURS: 0.20, RIGHT: 0.20})
+    status, why = grade_of(clear, 0.01, MIN_EFFECT, slowdown=0.10)
+    assert status == PASSED and "allowing for an arm slowed by up to 10% by other programs on its CPU" in why
+    assert grade_of(clear, 0.01, MIN_EFFECT, slowdown=0.30)[0] is None
+    missed = rounds(**{RIGHT: 0.20})  # yours no faster: a fail stands only if even a hidden 10% would be too little
+    assert grade_of(missed, 0.01, MIN_EFFECT, slowdown=0.02)[0] == FAILED
+    assert grade_of(missed, 0.01, MIN_EFFECT, slowdown=0.10)[0] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import time
 import pytest
 
 from perflab import interference
-from perflab.interference import Task, busy_cpus, charge, parse_stat, unless_quiet
+from perflab.interference import Task, busiest, busy_cpus, charge, parse_stat, slowdown, unless_quiet
 from perflab.sysfs import SysRoot
 from perflab.verdict import Effect, Verdict
 
@@ -106,6 +107,46 @@ def test_a_busy_cpu_makes_the_verdict_inconclusive_and_keeps_what_was_measured()
     assert unless_quiet(verdict(), None) == verdict()  # a result saved before perflab watched for neighbours
 
 
+def test_the_busiest_window_bounds_how_much_longer_an_arm_can_have_taken():
+    tick = 1 / interference.TICKS_PER_S
+    windows = [(0.5, {0: 5, 1: 0}), (0.5, {0: 10, 1: 25}), (0.1, {0: 20, 1: 0})]  # the last: 0.2 s of a tick
+    shares = busiest(windows, [0, 1])
+    assert shares == {"0": pytest.approx(round(30 * tick / 0.6, 3)), "1": pytest.approx(round(25 * tick / 0.6, 3))}
+    assert busiest([(0.5, {0: 999})], [0]) == {"0": 1.0}  # a reaped child's whole life in one window: all of it
+    assert slowdown({"busiest": {"0": 0.2, "1": 0.5}}) == pytest.approx(1.0)  # half the CPU: twice as long
+    assert slowdown({"busiest": {"0": 0.95}}) is None  # nearly all of it: no bound worth the name
+    assert slowdown(found([(1, "spin", 3.0)])) is None  # a result saved before the windows were kept
+
+
+def timed(kind: str, low: float, high: float) -> Verdict:
+    effect = Effect("check vs write", (low + high) / 2, "relative", low, high, 1e-6, 0.99, min_effect=0.10)
+    return Verdict("numa-static-data", kind, "as measured", effect, "r.json", ["n"])
+
+
+def test_a_neighbour_vetoes_a_time_ratio_only_where_it_could_have_made_the_verdict():
+    ten_percent = {**found([(1, "stress-ng-cpu", 1.0)]), "busiest": {"0": 0.02, "1": 0.12}}
+    kept = unless_quiet(timed("reproduced", 1.28, 1.78), ten_percent, time_ratio=True)
+    assert kept.verdict == "reproduced" and kept.reason == "as measured" and kept.notes[0] == "n"
+    assert "could have slowed an arm by up to 14%" in kept.notes[1] and kept.notes[1].endswith("still reproduced")
+    # two spinning programs on one arm's CPU: two thirds of it, an arm three times as long, a +40% effect made
+    hog = {**found([(1, "spin", 6.6)]), "busiest": {"0": 0.0, "1": 0.67}}
+    faked = unless_quiet(timed("reproduced", 0.30, 0.50), hog, time_ratio=True)
+    assert faked.verdict == "inconclusive" and faked.reason.startswith("neighbours could account for what was measured")
+    assert "CPU 1 for 66%" in faked.reason and "up to 203%" in faked.reason
+    assert faked.notes[0] == "as measured beside the neighbours (reproduced): as measured"
+    # "not reproduced" stands only if even an effect the neighbour hid would be too small
+    assert unless_quiet(timed("not-reproduced", -0.07, -0.04), ten_percent, time_ratio=True).verdict == "not-reproduced"
+    hidden = unless_quiet(timed("not-reproduced", -0.02, 0.08), ten_percent, time_ratio=True)
+    assert hidden.verdict == "inconclusive" and "+22.7%" in hidden.reason
+    # what a share does not bound: an effect that is not a time ratio, or one judged against no smallest effect
+    assert unless_quiet(timed("reproduced", 1.28, 1.78), ten_percent).verdict == "inconclusive"
+    unbounded = timed("reproduced", 1.28, 1.78)
+    unbounded.effect.min_effect = None
+    assert unless_quiet(unbounded, ten_percent, time_ratio=True).verdict == "inconclusive"
+    quiet = {**found([(1, "sshd", 0.1)]), "busiest": {"0": 0.0, "1": 0.04}}
+    assert unless_quiet(timed("reproduced", 0.30, 0.50), quiet, time_ratio=True) == timed("reproduced", 0.30, 0.50)
+
+
 def start_neighbour(cpu: int, seconds: float) -> int:
     """A program spinning on `cpu` that is not this process's descendant (a shell starts it and exits): its pid."""
     shell = subprocess.run(["sh", "-c", f'taskset -c {cpu} "$@" >/dev/null 2>&1 & echo $!', "sh", *spin(seconds)],
@@ -129,6 +170,8 @@ def test_watch_names_a_pinned_neighbour_and_not_the_labs_own_child():
         assert seen[neighbour]["cpu"] == cpu and seen[neighbour]["seconds"] >= 0.5 and own.pid not in seen
         assert any(f"CPU {cpu}" in line and f"pid {neighbour}" in line for line in busy_cpus(watched.summary))
         assert watched.summary["cpus"] == [cpu] and 1.9 < watched.summary["seconds"] < 5
+        # alone on the CPU half of the time, sharing it with the lab's child the rest: some window all its own
+        assert watched.summary["busiest"][str(cpu)] > 0.6, watched.summary
     finally:
         subprocess.run(["kill", str(neighbour)], capture_output=True)
 
@@ -136,3 +179,23 @@ def test_watch_names_a_pinned_neighbour_and_not_the_labs_own_child():
 def test_nothing_to_watch_runs_no_thread():
     with interference.watch([]) as watched:
         assert watched is None
+
+
+def test_a_neighbour_that_could_have_made_a_real_runs_effect_leaves_it_inconclusive():
+    """Three programs spinning on one of the lab's CPUs take three quarters of it: an arm there may have run four
+    times as long, more than lab 5's effect, so whatever the race found, the verdict is not decided."""
+    from conftest import run_cli
+
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    hogs = [start_neighbour(cpu, 60) for _ in range(3)]
+    try:
+        done = run_cli("run", "numa-static-data", "--quick", "--runs", "10", "--json")
+    finally:
+        subprocess.run(["kill", *map(str, hogs)], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    if shown["verdict"] == "cannot-show":
+        pytest.skip(shown["reason"])
+    assert shown["verdict"] == "inconclusive", shown
+    assert f"CPU {cpu} for " in shown["reason"] and any(f"pid {pid}" in shown["reason"] for pid in hogs), shown
+

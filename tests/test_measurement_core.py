@@ -17,7 +17,7 @@ from perflab import results
 from perflab.errors import PerflabError
 from perflab.lock import measurement_lock
 from perflab.runner import Config, interleave, run_once
-from perflab.verdict import Verdict, judge_change, judge_paired_change
+from perflab.verdict import Verdict, decided_beside, judge_change, judge_paired_change, widened
 
 pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
@@ -150,6 +150,28 @@ def test_judge_paired_change_sees_through_rounds_the_host_slowed_as_a_whole():
     unpaired, _, _ = judge_change("scan", [1 / t for t in slow], [1 / t for t in fast], 0.10, alpha=0.05 / 24)
     assert unpaired == "inconclusive"
     assert judge_paired_change("same", fast, fast, 0.10)[0] == "not-reproduced"
+
+def test_a_neighbours_slowdown_widens_the_interval_before_it_decides():
+    """An arm slowed by up to 20% moves the ratio of the arms by at most x1.2 either way: a +51% effect stands,
+    a +10% one does not, and "not reproduced" stands only where even the effect hidden by x1.2 is too small."""
+    host = [1.0, 2.5, 1.2, 3.0, 1.1, 2.0, 1.4, 2.8, 1.0, 1.9, 2.6, 1.3]
+    fast = [16.0 * h for h in host]
+    slow = [24.0 * h * (1 + 0.01 * (i % 3)) for i, h in enumerate(host)]
+    verdict, reason, effect = judge_paired_change("scan", slow, fast, 0.10, alpha=0.05 / 24, slowdown=0.2)
+    assert verdict == "reproduced" and effect.min_effect == 0.10
+    assert "allowing for an arm slowed by up to 20% by other programs on its CPU, +" in reason
+    assert widened(effect, 0.2) == pytest.approx(((1 + effect.ci_low) / 1.2 - 1, (1 + effect.ci_high) * 1.2 - 1))
+    modest = [17.6 * h * (1 + 0.01 * (i % 3)) for i, h in enumerate(host)]
+    assert judge_paired_change("scan", modest, fast, 0.05, alpha=0.05 / 24)[0] == "reproduced"
+    assert judge_paired_change("scan", modest, fast, 0.05, alpha=0.05 / 24, slowdown=0.2)[0] == "inconclusive"
+    same, why, _ = judge_paired_change("same", fast, fast, 0.10, slowdown=0.05)
+    assert same == "not-reproduced" and "10% or more is ruled out" in why
+    assert judge_paired_change("same", fast, fast, 0.10, slowdown=0.2)[0] == "inconclusive"
+    b, a = _samples(100, 2, 30, 1), _samples(130, 2, 30, 2)
+    assert judge_change("speed", b, a, 0.03, slowdown=0.1)[0] == "reproduced"
+    assert judge_change("speed", b, a, 0.03, slowdown=0.4)[0] == "inconclusive"
+    assert decided_beside(effect, 0.0) == "reproduced" and decided_beside(effect, 1.0) == "inconclusive"
+
 
 def test_judge_paired_change_needs_the_arms_of_the_same_rounds():
     with pytest.raises(ValueError):

@@ -2,7 +2,9 @@
 
 A measurement taken while other programs, or a VM's host, took a share of the CPUs it measures on is about
 another machine than the learner's quiet one: a check built on it neither passes nor fails, it says
-"the machine was busy (...): grade again when it is quiet", naming the CPU, the share and the programs.
+"the machine was busy (...): grade again when it is quiet", naming the CPU, the share and the programs,
+unless it compares times whose intervals, widened by what the neighbours could have slowed an arm
+(`Watched.slowdown`), still decide it (perflab.grading.races).
 Only measurements a neighbour can move are watched: times, and counts that depend on a thread being on its
 CPU; counts that no neighbour changes (pages per fault, the node of a page, instructions under icount) are not.
 """
@@ -13,15 +15,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from ..interference import busy_cpus, watch
+from ..interference import busy_cpus, slowdown, watch
 from . import INCONCLUSIVE, Check
 
 
 @dataclass
 class Watched:
-    """What the watch saw: one phrase per CPU that neighbours took a share of (none when the CPUs were quiet)."""
+    """What the watch saw: one phrase per CPU that neighbours took a share of (none when the CPUs were quiet), and
+    how much longer they can have made an arm's time (perflab.interference.slowdown; None: no bound)."""
 
     busy: list[str] = field(default_factory=list)
+    slowdown: float | None = None
 
     def why(self) -> str:
         return f"the machine was busy ({'; '.join(self.busy)}): grade again when it is quiet"
@@ -34,7 +38,7 @@ def watched(cpus: Iterable[int]) -> Iterator[Watched]:
     with watch(sorted(set(cpus))) as monitor:
         yield seen
     if monitor is not None and monitor.summary is not None:
-        seen.busy = busy_cpus(monitor.summary)
+        seen.busy, seen.slowdown = busy_cpus(monitor.summary), slowdown(monitor.summary)
 
 
 def busy_check(name: str, expected: str, seen: Watched, measured: str = "") -> Check:

@@ -28,11 +28,12 @@ BASELINE, YOURS, RIGHT, WRONG = "baseline", "yours", "known fix", "known wrong f
 
 
 def grade_of(values: dict[str, list[float]], alpha: float, min_effect: float,
-             statistic: Callable = stats.median) -> tuple[str | None, str]:
-    """(status, why) from the rounds so far; status None while undecided."""
+             statistic: Callable = stats.median, slowdown: float = 0.0) -> tuple[str | None, str]:
+    """(status, why) from the rounds so far; status None while undecided. `slowdown`: how much a neighbour can
+    have slowed any version (perflab.interference.slowdown), which widens every comparison."""
     def faster(arm: str, than: str = BASELINE) -> tuple[str, str]:
         verdict, reason, _ = judge_change(f"{arm} vs {than}", values[than], values[arm], min_effect, statistic,
-                                          alpha=alpha / 4)
+                                          alpha=alpha / 4, slowdown=slowdown)
         return verdict, reason
 
     (mine, mine_why), (right, right_why), (wrong, wrong_why) = faster(YOURS), faster(RIGHT), faster(WRONG)
@@ -59,7 +60,8 @@ def grade_of(values: dict[str, list[float]], alpha: float, min_effect: float,
 def race_fixes(argv: dict[str, list[str]], value: Callable[[list[dict]], float], plan: Plan, min_effect: float,
                name: str, expected: str, cpus: Iterable[int], statistic: Callable = stats.median) -> Check:
     """Race the four programs of `argv` (keys BASELINE, YOURS, RIGHT, WRONG), which run on `cpus`, until the grade
-    is decided; a race that neighbours shared those CPUs with decides nothing (perflab.grading.live)."""
+    is decided; a race that neighbours shared those CPUs with decides only what they could not have made
+    (perflab.grading.live)."""
     def one_round(_r: int, order: list[str]) -> dict[str, float]:
         return {arm: value([s for s in run_once(argv[arm])[1] if not s.get("warmup")]) for arm in order}
 
@@ -68,8 +70,12 @@ def race_fixes(argv: dict[str, list[str]], value: Callable[[list[dict]], float],
                      lambda values, alpha: grade_of(values, alpha, min_effect, statistic)[0] is not None,
                      plan, control=BASELINE, desc="grading: racing the versions", progress=False)
     status, why = grade_of(raced.kept_values(), raced.alpha_per_look, min_effect, statistic)
-    if seen.busy:
-        return busy_check(name, expected, seen, f"{status or 'undecided'} ({why})")
+    if seen.busy:  # the versions' times are what a neighbour slows: decided if still decided allowing for it
+        beside, beside_why = (None, why) if seen.slowdown is None else grade_of(
+            raced.kept_values(), raced.alpha_per_look, min_effect, statistic, seen.slowdown)
+        if beside not in (PASSED, FAILED):
+            return busy_check(name, expected, seen, f"{status or 'undecided'} ({why})")
+        return Check(name, beside, expected, f"{beside_why}; decided beside neighbours ({'; '.join(seen.busy)})")
     if status is None:
         return Check(name, INCONCLUSIVE, expected, f"{why}; {raced.undecided('grade again, on a quieter machine')}")
     return Check(name, status, expected, why)

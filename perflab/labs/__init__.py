@@ -22,8 +22,8 @@ lab is two folders with the same files in every lab:
     probe -> choose_cpus -> check the results folder is writable -> replay a
     crashed run's system changes and end the programs it left -> measure,
     watching its CPUs for neighbours -> judge -> cannot-show under an emulated
-    CPU if the lab says why -> inconclusive if neighbours took its CPUs -> save
-    the result with its verdict
+    CPU if the lab says why -> inconclusive if neighbours took its CPUs and could
+    have made the verdict -> save the result with its verdict
 
 A lab writes only what is its own:
 
@@ -38,6 +38,10 @@ A lab writes only what is its own:
     BOUNDS            the physical bounds of its raw samples (perflab.bounds.Bound),
                       at least one, each with the physics that sets it: a grader refuses
                       a saved result with a sample outside them
+    TIME_RATIO        True when its effect is a ratio of its arms' times or rates
+                      (verdict.judge_change, judge_paired_change): a neighbour then
+                      can have moved it only as much as it slowed an arm, and a
+                      verdict its widened interval still decides stands beside one
     choose_cpus(machine, cpus) -> placement
                       where to measure; raises CannotShow when no CPUs of this
                       machine fit (with -C given, that is the learner's error)
@@ -143,6 +147,7 @@ class Lab(ABC):
     IN_A_VM: ClassVar[str] = ""
     CANNOT_SHOW: ClassVar[str] = ""
     BOUNDS: ClassVar[tuple[Bound, ...]] = ()
+    TIME_RATIO: ClassVar[bool] = False
 
     @property
     def info(self) -> LabInfo:
@@ -240,7 +245,7 @@ class Lab(ABC):
             verdict.notes.append(self.IN_A_VM)
         if self.EMULATED:
             verdict = unless_emulated(verdict, machine, self.EMULATED)
-        return interference.unless_quiet(verdict, result.get("interference"))
+        return interference.unless_quiet(verdict, result.get("interference"), self.TIME_RATIO)
 
     def figures(self, verdict: Verdict) -> list[tuple[str, Any]]:
         """The lab's pictures of a verdict, from figures.py (imported late: matplotlib is slow to load)."""

@@ -225,6 +225,7 @@ class CoreToCore(Lab):
     """Core numbers lie about distance: the latency matrix, the structure in it, and what pinning by it gains."""
 
     name = "core-to-core"
+    TIME_RATIO = True  # its effect is a ratio of its arms' times or rates
     QUICK = Settings(round_trips=1000, samples=20, rounds=3, compare_round_trips=20_000, compare_runs=30,
                      compare_budget_s=20)
     FULL = Settings(round_trips=2000, samples=100, rounds=10, compare_round_trips=200_000, compare_runs=80,

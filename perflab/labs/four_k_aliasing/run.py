@@ -61,6 +61,7 @@ class FourKAliasing(Lab):
     """Page-aligned arrays run at half speed: 4 KiB aliasing between a loop's loads and older stores."""
 
     name = "4k-aliasing"
+    TIME_RATIO = True  # its effect is a ratio of its arms' times or rates
     QUICK = Settings(sweep_rounds=15, sweep_repeats=100, stencil_sweeps=4, stencil_repeats=9, rounds_per_look=10,
                      max_rounds=120, budget_s=30)
     FULL = Settings(sweep_rounds=40, sweep_repeats=200, stencil_sweeps=4, stencil_repeats=15, rounds_per_look=10,

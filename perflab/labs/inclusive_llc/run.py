@@ -206,6 +206,7 @@ class InclusiveLLC(Lab):
     """An inclusive LLC evicts another core's L1: a victim beside an aggressor that outgrows the LLC."""
 
     name = "inclusive-llc"
+    TIME_RATIO = True  # its effect is a ratio of its arms' times or rates
     # A quick run measures three sizes (inside, at, and beyond the LLC). It decided in 9-22 s on one host, but
     # inside a grading (a notebook and a grader beside it) on another it ran out of 60 s undecided in 3 of 8 runs,
     # its paired interval still ±1.6-2.2% after 76 rounds against the 2% it must rule out: 90 s.

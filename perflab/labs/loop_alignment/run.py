@@ -204,6 +204,7 @@ class LoopAlignment(Lab):
     """The same loop, shifted a few bytes, runs much slower: an offset sweep explained by objdump."""
 
     name = "loop-alignment"
+    TIME_RATIO = True  # its effect is a ratio of its arms' times or rates
     QUICK = Settings(iterations=300_000, rounds=15, confirm_rounds=40, confirm_budget_s=20,
                      seed_iterations=10_000_000, seed_runs=5)
     FULL = Settings(iterations=1_000_000, rounds=30, confirm_rounds=80, confirm_budget_s=120,

@@ -69,6 +69,7 @@ class MemoryNeighbour(Lab):
     """A process using a few percent of RAM slows everyone: a victim beside a neighbour that streams stores."""
 
     name = "memory-neighbour"
+    TIME_RATIO = True  # its effect is a ratio of its arms' times or rates
     QUICK = Settings(max_rounds=32, budget_s=30, victim_ms=100, rounds_per_look=4)
     FULL = Settings(max_rounds=200, budget_s=180, victim_ms=200, rounds_per_look=5)
     RUNS = ("max_rounds",)

@@ -121,6 +121,7 @@ class NumaStaticData(Lab):
     """One written global in .data/.bss caps a whole machine's throughput."""
 
     name = "numa-static-data"
+    TIME_RATIO = True  # its effect is a ratio of its arms' times or rates
     QUICK = Settings(rounds_per_look=5, max_rounds=60, budget_s=30, ops=200_000, repeats=3)
     FULL = Settings(rounds_per_look=10, max_rounds=200, budget_s=180, ops=500_000, repeats=5)
     RUNS = ("max_rounds",)

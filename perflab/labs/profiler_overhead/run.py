@@ -82,6 +82,7 @@ class ProfilerOverhead(Lab):
     """The profiler competes with what it profiles: perf record -a's cost to a workload on every CPU."""
 
     name = "profiler-overhead"
+    TIME_RATIO = True  # its effect is a ratio of its arms' times or rates
     QUICK = Settings(million_steps=100, rounds_per_look=8, max_rounds=48, budget_s=50)
     FULL = Settings(million_steps=400, rounds_per_look=10, max_rounds=100, budget_s=300)
     RUNS = ("max_rounds",)
