@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -10,10 +9,10 @@ import time
 
 import pytest
 
-from perflab import interference
+from perflab import interference, stats
 from perflab.interference import Task, busiest, busy_cpus, charge, parse_stat, slowdown, unless_quiet
 from perflab.sysfs import SysRoot
-from perflab.verdict import Effect, Verdict
+from perflab.verdict import Effect, Verdict, judge_change
 
 pytestmark = pytest.mark.live  # real runs here time this machine: alone, after the tests that run side by side
 
@@ -181,21 +180,37 @@ def test_nothing_to_watch_runs_no_thread():
         assert watched is None
 
 
-def test_a_neighbour_that_could_have_made_a_real_runs_effect_leaves_it_inconclusive():
-    """Three programs spinning on one of the lab's CPUs take three quarters of it: an arm there may have run four
-    times as long, more than lab 5's effect, so whatever the race found, the verdict is not decided."""
-    from conftest import run_cli
+def _spin_rate(cpu: int) -> float:
+    """Fixed work on `cpu`, in this thread, longer than a few of the scheduler's slices: iterations per second."""
+    os.sched_setaffinity(0, {cpu})
+    started = time.perf_counter()
+    for _ in range(5_000_000):
+        pass
+    return 5_000_000 / (time.perf_counter() - started)
 
-    cpu = sorted(os.sched_getaffinity(0))[-1]
-    hogs = [start_neighbour(cpu, 60) for _ in range(3)]
+
+def test_a_neighbour_on_one_arms_cpu_fakes_an_effect_and_the_verdict_says_so():
+    """Two arms doing the same work, one on each CPU, and two programs spinning on the second: the neighbour alone
+    makes the first arm faster, and judged as it was measured that would be a reproduced effect. Watched, the
+    neighbour's busiest half-second says it could have made all of it, and the verdict is inconclusive, naming it."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: no arm can run on a CPU of its own")
+    quiet, shared = cpus[0], cpus[-1]
+    neighbours = [start_neighbour(shared, 60) for _ in range(2)]
+    rates: dict[int, list[float]] = {quiet: [], shared: []}
     try:
-        done = run_cli("run", "numa-static-data", "--quick", "--runs", "10", "--json")
+        time.sleep(1)  # spinning before the arms run
+        with interference.watch([quiet, shared]) as watched:
+            for round_ in range(16):
+                for cpu in (quiet, shared) if round_ % 2 else (shared, quiet):
+                    rates[cpu].append(_spin_rate(cpu))
     finally:
-        subprocess.run(["kill", *map(str, hogs)], capture_output=True)
-    assert done.returncode == 0, done.stderr
-    shown = json.loads(done.stdout)
-    if shown["verdict"] == "cannot-show":
-        pytest.skip(shown["reason"])
-    assert shown["verdict"] == "inconclusive", shown
-    assert f"CPU {cpu} for " in shown["reason"] and any(f"pid {pid}" in shown["reason"] for pid in hogs), shown
-
+        os.sched_setaffinity(0, set(cpus))
+        subprocess.run(["kill", *map(str, neighbours)], capture_output=True)
+    made, _, effect = judge_change(f"CPU {quiet} vs CPU {shared}", rates[shared], rates[quiet], 0.05, stats.median)
+    assert made == "reproduced", f"the neighbour did not slow the arm beside it: {effect.text()}"
+    judged = unless_quiet(Verdict("two-arms", made, effect.text(), effect), watched.summary, time_ratio=True)
+    assert judged.verdict == "inconclusive", (judged, watched.summary)
+    named = f"CPU {shared} for " in judged.reason and any(f"pid {pid}" in judged.reason for pid in neighbours)
+    assert named, judged.reason
