@@ -71,11 +71,13 @@ def race_fixes(argv: dict[str, list[str]], value: Callable[[list[dict]], float],
                      plan, control=BASELINE, desc="grading: racing the versions", progress=False)
     status, why = grade_of(raced.kept_values(), raced.alpha_per_look, min_effect, statistic)
     if seen.busy:  # the versions' times are what a neighbour slows: decided if still decided allowing for it
-        beside, beside_why = (None, why) if seen.slowdown is None else grade_of(
-            raced.kept_values(), raced.alpha_per_look, min_effect, statistic, seen.slowdown)
-        if beside not in (PASSED, FAILED):
-            return busy_check(name, expected, seen, f"{status or 'undecided'} ({why})")
-        return Check(name, beside, expected, f"{beside_why}; decided beside neighbours ({'; '.join(seen.busy)})")
+        if seen.slowdown is not None:
+            beside, beside_why = grade_of(raced.kept_values(), raced.alpha_per_look, min_effect, statistic,
+                                          seen.slowdown)
+            if beside in (PASSED, FAILED):
+                return Check(name, beside, expected,
+                             f"{beside_why}; decided beside neighbours ({'; '.join(seen.busy)})")
+        return busy_check(name, expected, seen, f"{status or 'undecided'} ({why})")
     if status is None:
         return Check(name, INCONCLUSIVE, expected, f"{why}; {raced.undecided('grade again, on a quieter machine')}")
     return Check(name, status, expected, why)
